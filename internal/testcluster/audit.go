@@ -1,0 +1,75 @@
+package testcluster
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// AuditEvent is the part of a kube-apiserver audit event (audit.k8s.io/v1,
+// Metadata level) that tests read: who wrote what, and the answer.
+type AuditEvent struct {
+	Stage     string `json:"stage"`
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	User      struct {
+		Username string   `json:"username"`
+		Groups   []string `json:"groups"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource   string `json:"resource"`
+		Namespace  string `json:"namespace"`
+		Name       string `json:"name"`
+		APIGroup   string `json:"apiGroup"`
+		APIVersion string `json:"apiVersion"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestURI string `json:"requestURI"`
+}
+
+// DryRun reports whether the request was a dry run (dryRun=All in the URI).
+func (e AuditEvent) DryRun() bool { return bytes.Contains([]byte(e.RequestURI), []byte("dryRun=All")) }
+
+// ParseAuditLog reads a JSON-lines audit log.
+func ParseAuditLog(data []byte) ([]AuditEvent, error) {
+	var out []AuditEvent
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var e AuditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("audit log line %d: %w", n, err)
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+// Writes returns the completed, non-dry-run writes that match keep.
+func (cp *ControlPlane) Writes(keep func(AuditEvent) bool) ([]AuditEvent, error) {
+	if cp.AuditLogPath == "" {
+		return nil, fmt.Errorf("control plane was started without an audit log")
+	}
+	data, err := os.ReadFile(cp.AuditLogPath)
+	if err != nil {
+		return nil, err
+	}
+	events, err := ParseAuditLog(data)
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditEvent
+	for _, e := range events {
+		if e.Stage == "ResponseComplete" && !e.DryRun() && keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package testcluster
+
+import "os/exec"
+
+func detach(cmd *exec.Cmd) {}

@@ -1,0 +1,84 @@
+package inventory
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Digest domains. Each kind of digest hashes a distinct prefix first, so a
+// value digested for one purpose can never stand in for another
+// (docs/digests.md).
+const (
+	DomainSource          = "source"
+	DomainRender          = "render"
+	DomainInventory       = "inventory"
+	DomainLock            = "lock"
+	DomainClusterIdentity = "cluster-identity"
+	DomainCommand         = "command"
+	DomainPreflight       = "preflight"
+	DomainTranscript      = "transcript"
+	DomainDeployment      = "deployment"
+	DomainHeadState       = "head-state"
+	DomainHead            = "head"
+	DomainReceipt         = "receipt"
+)
+
+// DigestPrefix is prepended to every digest's hex value.
+const DigestPrefix = "sha256:"
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// IsDigest reports whether s is a well-formed digest: "sha256:" and 64
+// lowercase hex digits.
+func IsDigest(s string) bool { return digestRE.MatchString(s) }
+
+// DigestBytes is the domain-separated SHA-256 of data:
+//
+//	"sha256:" + hex(SHA-256("kubectl-ql3/" + domain + "/v1" + 0x00 + data))
+func DigestBytes(domain string, data []byte) string {
+	h := sha256.New()
+	h.Write([]byte("kubectl-ql3/" + domain + "/v1"))
+	h.Write([]byte{0})
+	h.Write(data)
+	return DigestPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// Canonical encodes v as JSON and canonicalises it per RFC 8785 (JCS):
+// object members sorted by UTF-16 code units, no insignificant white space,
+// ECMAScript number and string forms.
+func Canonical(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return CanonicalizeJSON(raw)
+}
+
+// CanonicalizeJSON canonicalises JSON text per RFC 8785.
+func CanonicalizeJSON(raw []byte) ([]byte, error) {
+	out, err := jcs.Transform(raw)
+	if err != nil {
+		return nil, fmt.Errorf("canonical json: %w", err)
+	}
+	return out, nil
+}
+
+// DigestOf is DigestBytes(domain, Canonical(v)).
+func DigestOf(domain string, v any) (string, error) {
+	c, err := Canonical(v)
+	if err != nil {
+		return "", err
+	}
+	return DigestBytes(domain, c), nil
+}
+
+// ClusterIdentity is the target's identity: the domain-separated digest of
+// the kube-system Namespace UID.
+func ClusterIdentity(kubeSystemUID string) string {
+	return DigestBytes(DomainClusterIdentity, []byte(kubeSystemUID))
+}
