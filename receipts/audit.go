@@ -1,0 +1,395 @@
+package receipts
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// Verdicts.
+const (
+	VerdictOK   = "ok"
+	VerdictFail = "FAIL"
+)
+
+// Signature states of an audited receipt.
+const (
+	SignatureNone       = "none"       // no signature file
+	SignatureUnverified = "unverified" // well-formed, for this receipt, but no trusted key was given
+	SignatureVerified   = "verified"   // valid, by a trusted key
+	SignatureInvalid    = "invalid"    // malformed, for another receipt, or failed verification
+)
+
+// OfflineNote is stated in every report.
+const OfflineNote = "offline audit: no cluster was contacted. It proves what these receipts say and that they form " +
+	"one unbroken chain; it does not prove that the Head is still at the newest generation audited, nor that no later receipt exists."
+
+// AuditOptions tune Audit.
+type AuditOptions struct {
+	// TrustedKeys, when non-empty, require every receipt to carry a valid
+	// signature by one of them.
+	TrustedKeys TrustedKeys
+	// BaseGeneration is the first generation of a truncated history; the
+	// link from it to its predecessor is not checked. 0 means 1.
+	BaseGeneration int64
+	// Release, when set, yields the digests of a release to compare with
+	// the newest receipt's deployment.
+	Release func() (ReleaseDigests, error)
+}
+
+// ReleaseDigests identify a release rendered from a release directory.
+type ReleaseDigests struct {
+	Version         string `json:"version,omitempty"` // compared when set
+	LockDigest      string `json:"lockDigest"`
+	InventoryDigest string `json:"inventoryDigest"`
+}
+
+// Report is the outcome of an audit.
+type Report struct {
+	Verdict    string           `json:"verdict"`
+	Note       string           `json:"note"`
+	Receipts   []ReceiptVerdict `json:"receipts"`
+	Chain      ChainVerdict     `json:"chain"`
+	Release    *ReleaseVerdict  `json:"release,omitempty"`
+	StrayFiles []string         `json:"strayFiles,omitempty"`
+}
+
+// ReceiptVerdict is one receipt file's row.
+type ReceiptVerdict struct {
+	File         string   `json:"file"`
+	Generation   int64    `json:"generation,omitempty"`
+	Transition   string   `json:"transition,omitempty"`
+	Version      string   `json:"version,omitempty"`
+	SelfDigest   string   `json:"selfDigest,omitempty"`
+	Signature    string   `json:"signature"`
+	SignatureKey string   `json:"signatureKey,omitempty"`
+	Verdict      string   `json:"verdict"`
+	Reasons      []string `json:"reasons,omitempty"`
+}
+
+// ChainVerdict covers the receipts taken together.
+type ChainVerdict struct {
+	FromGeneration int64    `json:"fromGeneration,omitempty"`
+	ToGeneration   int64    `json:"toGeneration,omitempty"`
+	Target         *Target  `json:"target,omitempty"`
+	Verdict        string   `json:"verdict"`
+	Reasons        []string `json:"reasons,omitempty"`
+	Notes          []string `json:"notes,omitempty"`
+}
+
+// ReleaseVerdict compares a release with the newest receipt.
+type ReleaseVerdict struct {
+	Release    ReleaseDigests `json:"release"`
+	Generation int64          `json:"generation,omitempty"`
+	Verdict    string         `json:"verdict"`
+	Reasons    []string       `json:"reasons,omitempty"`
+}
+
+// OK reports whether every receipt, the chain and the release check passed.
+func (r *Report) OK() bool { return r != nil && r.Verdict == VerdictOK }
+
+// Audit verifies receipts offline. Each path is a receipt file or a
+// directory, whose *.receipt.json files are audited (and its *.sig files
+// matched to them). Every receipt is parsed strictly and its signature
+// checked; all receipts together must form one chain (docs/receipts.md).
+// The error is for unusable input only (fail.Invalid: a missing path, no
+// receipts) or opts.Release's error, returned as is; verification failures
+// are in the report.
+func Audit(paths []string, opts AuditOptions) (*Report, error) {
+	set, err := collect(paths)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Note: OfflineNote, StrayFiles: set.stray}
+	var parsed []audited
+	for _, path := range set.receipts {
+		row, r := auditFile(path, opts.TrustedKeys)
+		rep.Receipts = append(rep.Receipts, row)
+		if r != nil {
+			parsed = append(parsed, audited{path: path, r: r})
+		}
+	}
+	slices.SortStableFunc(parsed, func(a, b audited) int { return cmp.Compare(a.r.Generation, b.r.Generation) })
+	rep.Chain = checkChain(parsed, opts.BaseGeneration)
+	have := map[string]bool{}
+	for _, path := range set.receipts {
+		have[absPath(path)] = true
+	}
+	for _, sig := range set.sigs {
+		if !have[absPath(strings.TrimSuffix(sig, SignatureSuffix))] {
+			rep.Chain.Reasons = append(rep.Chain.Reasons, fmt.Sprintf("signature %q has no receipt beside it; was the receipt removed?", sig))
+			rep.Chain.Verdict = VerdictFail
+		}
+	}
+	if opts.Release != nil {
+		rel, err := opts.Release()
+		if err != nil {
+			return nil, err
+		}
+		var newest *Receipt
+		if len(parsed) > 0 {
+			newest = parsed[len(parsed)-1].r
+		}
+		rep.Release = checkRelease(rel, newest)
+	}
+	slices.SortStableFunc(rep.Receipts, func(a, b ReceiptVerdict) int {
+		return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.File, b.File))
+	})
+	rep.Verdict = VerdictOK
+	if rep.Chain.Verdict != VerdictOK || (rep.Release != nil && rep.Release.Verdict != VerdictOK) {
+		rep.Verdict = VerdictFail
+	}
+	for _, row := range rep.Receipts {
+		if row.Verdict != VerdictOK {
+			rep.Verdict = VerdictFail
+		}
+	}
+	return rep, nil
+}
+
+type audited struct {
+	path string
+	r    *Receipt
+}
+
+type fileSet struct {
+	receipts, sigs, stray []string
+}
+
+// collect expands paths into receipt files, signature files and stray
+// temporary files, each once.
+func collect(paths []string) (fileSet, error) {
+	var set fileSet
+	seen := map[string]bool{}
+	add := func(list *[]string, path string) {
+		if key := absPath(path); !seen[key] {
+			seen[key] = true
+			*list = append(*list, path)
+		}
+	}
+	if len(paths) == 0 {
+		return set, fail.Errorf(fail.Invalid, "no receipt paths given")
+	}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return set, fail.Errorf(fail.Invalid, "receipt path: %w", err)
+		}
+		if !fi.IsDir() {
+			if strings.HasSuffix(p, FileSuffix+SignatureSuffix) {
+				add(&set.sigs, filepath.Clean(p))
+			} else {
+				add(&set.receipts, filepath.Clean(p))
+			}
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return set, fail.Errorf(fail.Invalid, "receipt directory: %w", err)
+		}
+		found := 0
+		for _, e := range entries {
+			name, path := e.Name(), filepath.Join(p, e.Name())
+			switch {
+			case e.IsDir():
+			case strings.HasSuffix(name, FileSuffix):
+				found++
+				add(&set.receipts, path)
+			case strings.HasSuffix(name, FileSuffix+SignatureSuffix):
+				add(&set.sigs, path)
+			case isTempName(name):
+				add(&set.stray, path)
+			}
+		}
+		if found == 0 {
+			return set, fail.Errorf(fail.Invalid, "no receipts (*%s) in directory %q", FileSuffix, p)
+		}
+	}
+	return set, nil
+}
+
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return filepath.Clean(path)
+}
+
+func isTempName(name string) bool {
+	prefix, suffix, _ := strings.Cut(TempPattern, "*")
+	return strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix)
+}
+
+// auditFile checks one receipt file on its own: strict parse, file name and
+// signature. The receipt is nil when it did not parse.
+func auditFile(path string, keys TrustedKeys) (ReceiptVerdict, *Receipt) {
+	row := ReceiptVerdict{File: path, Signature: SignatureNone, Verdict: VerdictOK}
+	failf := func(format string, args ...any) {
+		row.Verdict = VerdictFail
+		row.Reasons = append(row.Reasons, fmt.Sprintf(format, args...))
+	}
+	data, err := readLimited(path)
+	if err != nil {
+		failf("%v", err)
+		return row, nil
+	}
+	r, err := Parse(data)
+	if err != nil {
+		failf("%v", err)
+		return row, nil
+	}
+	row.Generation, row.Transition, row.Version, row.SelfDigest = r.Generation, r.Transition.Kind, r.Deployment.Version, r.SelfDigest
+	if want := FileName(r); filepath.Base(path) != want {
+		failf("file name %q does not match its content; it must be %q", filepath.Base(path), want)
+	}
+	sigData, err := readLimited(path + SignatureSuffix)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if len(keys) > 0 {
+			failf("no signature %q; a signature by a trusted key is required", filepath.Base(path+SignatureSuffix))
+		}
+		return row, r
+	case err != nil:
+		row.Signature = SignatureInvalid
+		failf("%v", err)
+		return row, r
+	}
+	sig, err := ParseSignature(sigData)
+	if err != nil {
+		row.Signature = SignatureInvalid
+		failf("%v", err)
+		return row, r
+	}
+	row.SignatureKey = sig.KeyID
+	if len(keys) == 0 {
+		if sig.ReceiptDigest != r.SelfDigest {
+			row.Signature = SignatureInvalid
+			failf("signature is for receipt %q, not %q", sig.ReceiptDigest, r.SelfDigest)
+			return row, r
+		}
+		row.Signature = SignatureUnverified
+		return row, r
+	}
+	if err := VerifySignature(sig, r.SelfDigest, keys); err != nil {
+		row.Signature = SignatureInvalid
+		failf("%v", err)
+		return row, r
+	}
+	row.Signature = SignatureVerified
+	return row, r
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %q: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%q is larger than %d bytes", path, MaxFileSize)
+	}
+	return data, nil
+}
+
+// checkChain checks receipts sorted by generation as one history starting
+// at base (0 means 1).
+func checkChain(rs []audited, base int64) ChainVerdict {
+	v := ChainVerdict{Verdict: VerdictOK}
+	failf := func(format string, args ...any) {
+		v.Verdict = VerdictFail
+		v.Reasons = append(v.Reasons, fmt.Sprintf(format, args...))
+	}
+	if base < 1 {
+		base = 1
+	}
+	if len(rs) == 0 {
+		failf("no receipt could be read, so there is no chain to check")
+		return v
+	}
+	first := rs[0].r
+	v.FromGeneration, v.ToGeneration = first.Generation, rs[len(rs)-1].r.Generation
+	target := first.Target
+	v.Target = &target
+	switch {
+	case first.Generation > base:
+		failf("%s; the history starts at generation %d", missing(base, first.Generation-1), base)
+	case first.Generation < base:
+		failf("generation %d precedes the first generation %d of the history", first.Generation, base)
+	case base > 1:
+		v.Notes = append(v.Notes, fmt.Sprintf("history audited from generation %d; its link to generation %d is not checked", base, base-1))
+	}
+	for i := 1; i < len(rs); i++ {
+		prev, cur := rs[i-1], rs[i]
+		p, c := prev.r, cur.r
+		if c.Target != target {
+			failf("generation %d targets cluster %q namespace %q, not cluster %q namespace %q",
+				c.Generation, c.Target.ClusterIdentity, c.Target.Namespace, target.ClusterIdentity, target.Namespace)
+		}
+		switch {
+		case c.Generation == p.Generation:
+			failf("generation %d appears twice: %q and %q", c.Generation, prev.path, cur.path)
+			continue
+		case c.Generation != p.Generation+1:
+			failf("%s", missing(p.Generation+1, c.Generation-1))
+			continue
+		}
+		if c.PreviousReceiptDigest != p.SelfDigest {
+			failf("generation %d: previousReceiptDigest %q is not generation %d's digest %q", c.Generation, c.PreviousReceiptDigest, p.Generation, p.SelfDigest)
+		}
+		if c.PreviousDeployment == nil || *c.PreviousDeployment != p.Deployment {
+			failf("generation %d: previousDeployment is not generation %d's deployment", c.Generation, p.Generation)
+		}
+		if c.Transition.Kind == KindRollback {
+			switch {
+			case p.PreviousDeployment == nil:
+				failf("generation %d: rollback, but generation %d has no previous deployment to roll back to", c.Generation, p.Generation)
+			case c.Deployment != *p.PreviousDeployment:
+				failf("generation %d: rollback, but its deployment is not generation %d's previous deployment", c.Generation, p.Generation)
+			}
+		}
+	}
+	return v
+}
+
+func missing(from, to int64) string {
+	if from == to {
+		return fmt.Sprintf("generation %d is missing", from)
+	}
+	return fmt.Sprintf("generations %d to %d are missing", from, to)
+}
+
+func checkRelease(rel ReleaseDigests, newest *Receipt) *ReleaseVerdict {
+	v := &ReleaseVerdict{Release: rel, Verdict: VerdictOK}
+	failf := func(format string, args ...any) {
+		v.Verdict = VerdictFail
+		v.Reasons = append(v.Reasons, fmt.Sprintf(format, args...))
+	}
+	if newest == nil {
+		failf("no receipt could be read to compare the release with")
+		return v
+	}
+	v.Generation = newest.Generation
+	d := newest.Deployment
+	if rel.Version != "" && rel.Version != d.Version {
+		failf("release version %q is not the version %q of generation %d", rel.Version, d.Version, newest.Generation)
+	}
+	if rel.LockDigest != d.LockDigest {
+		failf("release lock digest %q is not the lock digest %q of generation %d", rel.LockDigest, d.LockDigest, newest.Generation)
+	}
+	if rel.InventoryDigest != d.InventoryDigest {
+		failf("release inventory digest %q is not the inventory digest %q of generation %d", rel.InventoryDigest, d.InventoryDigest, newest.Generation)
+	}
+	return v
+}

@@ -1,0 +1,104 @@
+package receipts
+
+import (
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// docExamples reads the fenced blocks marked "<!-- example:NAME -->" out of
+// docs/receipts.md.
+func docExamples(t *testing.T) map[string]string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "receipts.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile("(?s)<!-- example:([a-z-]+) -->\n```[a-z]*\n(.*?)\n```")
+	out := map[string]string{}
+	for _, m := range re.FindAllStringSubmatch(string(doc), -1) {
+		out[m[1]] = m[2]
+	}
+	for _, name := range []string{"receipt", "file-name", "inventory-digest", "self-digest", "signing-seed", "public-key", "signature"} {
+		if _, ok := out[name]; !ok {
+			t.Fatalf("docs/receipts.md has no example %q", name)
+		}
+	}
+	return out
+}
+
+// TestDocExample recomputes every value the worked example states.
+func TestDocExample(t *testing.T) {
+	ex := docExamples(t)
+	data, err := jcs.Transform([]byte(ex["receipt"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mustReadDoc(t)), "(2209 bytes, one line)") || len(data) != 2209 {
+		t.Errorf("canonical example is %d bytes; fix the size stated in the doc", len(data))
+	}
+	r, err := Parse(data)
+	if err != nil {
+		t.Fatalf("the example does not parse: %v", err)
+	}
+	if got := FileName(r); got != ex["file-name"] {
+		t.Errorf("file name %q, doc says %q", got, ex["file-name"])
+	}
+	if got, _ := inventory.InventoryDigest(r.Inventory); got != ex["inventory-digest"] {
+		t.Errorf("inventory digest %q, doc says %q", got, ex["inventory-digest"])
+	}
+	if got, _ := SelfDigestOf(r); got != ex["self-digest"] || r.SelfDigest != got {
+		t.Errorf("receipt digest %q, doc says %q", got, ex["self-digest"])
+	}
+
+	seed, err := hex.DecodeString(ex["signing-seed"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ed25519.NewKeyFromSeed(seed)
+	der, _ := x509.MarshalPKIXPublicKey(key.Public())
+	if got := strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))); got != ex["public-key"] {
+		t.Errorf("public key:\n%s\ndoc says:\n%s", got, ex["public-key"])
+	}
+	sig, err := Sign(r, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(sig) != ex["signature"] {
+		t.Errorf("signature file:\n%s\ndoc says:\n%s", sig, ex["signature"])
+	}
+
+	// And the audit accepts the example as a truncated, signed history.
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, ex["file-name"]), data, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, ex["file-name"]+".sig"), []byte(ex["signature"]), 0o644)
+	pub := filepath.Join(dir, "key.pub")
+	_ = os.WriteFile(pub, []byte(ex["public-key"]+"\n"), 0o644)
+	keys, err := LoadTrustedKeys([]string{pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := mustAudit(t, []string{dir}, AuditOptions{TrustedKeys: keys, BaseGeneration: 2})
+	if !rep.OK() || rep.Receipts[0].Signature != SignatureVerified {
+		t.Fatalf("audit of the example:\n%s", failures(rep))
+	}
+}
+
+func mustReadDoc(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "receipts.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

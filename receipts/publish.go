@@ -1,0 +1,183 @@
+package receipts
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// TempPattern names the temporary files Publish writes before linking them
+// into place; a crash between write and cleanup can leave one behind.
+const TempPattern = ".ql3-receipt-*.tmp"
+
+// PublishResult says what Publish did.
+type PublishResult struct {
+	// Path is the receipt file.
+	Path string `json:"path"`
+	// Replayed is true when the identical receipt was already there and
+	// nothing was written.
+	Replayed bool `json:"replayed"`
+	// SignaturePath is the signature file, empty when none was asked for.
+	SignaturePath string `json:"signaturePath,omitempty"`
+	// SignatureReplayed is true when the identical signature was already
+	// there.
+	SignatureReplayed bool `json:"signatureReplayed,omitempty"`
+}
+
+// Publish writes the sealed receipt r into dir as FileName(r) without ever
+// replacing a file, and, with a signer, its detached signature beside it.
+//
+// Each file is written to a temporary file in dir, synced, then linked to
+// its final name (link(2) fails if the name exists) and the directory is
+// synced; the temporary file is removed on every path. Concurrent
+// publishers of one name therefore leave exactly one complete file. An
+// existing byte-identical file is a replay. An existing receipt that
+// differs means history diverged: fail.Tamper, nothing changed. An existing
+// signature by another key for this receipt is fail.Conflict; any other
+// differing signature is fail.Tamper. dir is created if missing.
+func Publish(dir string, r *Receipt, signer ed25519.PrivateKey) (PublishResult, error) {
+	data, err := r.Bytes()
+	if err != nil {
+		return PublishResult{}, err
+	}
+	var sig []byte
+	if signer != nil {
+		if sig, err = Sign(r, signer); err != nil {
+			return PublishResult{}, err
+		}
+	}
+	if err := ensureDir(dir); err != nil {
+		return PublishResult{}, err
+	}
+	res := PublishResult{Path: filepath.Join(dir, FileName(r))}
+	if res.Replayed, err = linkNew(dir, res.Path, data); err != nil {
+		var differs *existsError
+		if errors.As(err, &differs) {
+			return res, fail.Errorf(fail.Tamper, "receipt %q already exists with different content; history diverged, nothing was written", res.Path)
+		}
+		return res, fmt.Errorf("publish receipt %q: %w", res.Path, err)
+	}
+	if sig == nil {
+		return res, nil
+	}
+	res.SignaturePath = res.Path + SignatureSuffix
+	if res.SignatureReplayed, err = linkNew(dir, res.SignaturePath, sig); err != nil {
+		var differs *existsError
+		if !errors.As(err, &differs) {
+			return res, fmt.Errorf("publish signature %q: %w", res.SignaturePath, err)
+		}
+		if old, perr := ParseSignature(differs.existing); perr == nil && old.ReceiptDigest == r.SelfDigest {
+			return res, fail.Errorf(fail.Conflict, "signature %q already exists, by key %q; nothing was written", res.SignaturePath, old.KeyID)
+		}
+		return res, fail.Errorf(fail.Tamper, "signature %q already exists and is not a signature of this receipt; nothing was written", res.SignaturePath)
+	}
+	return res, nil
+}
+
+// existsError reports that the target name holds different bytes.
+type existsError struct{ existing []byte }
+
+func (e *existsError) Error() string { return "file exists with different content" }
+
+// linkNew publishes data at path without replacing: it reports replayed
+// when path already holds exactly data, and an *existsError when it holds
+// anything else.
+func linkNew(dir, path string, data []byte) (replayed bool, err error) {
+	if same, err := sameContent(path, data); err != nil || same {
+		return same, err
+	}
+	tmp, err := os.CreateTemp(dir, TempPattern)
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp.Name())
+	if err := writeSync(tmp, data); err != nil {
+		return false, err
+	}
+	switch err := os.Link(tmp.Name(), path); {
+	case err == nil:
+		return false, syncDir(dir)
+	case errors.Is(err, fs.ErrExist):
+		// Lost a race, or the file was there all along: it is complete
+		// either way, since only fully written files are ever linked.
+		return sameContent(path, data)
+	default:
+		return false, err
+	}
+}
+
+// sameContent reads path: false when it does not exist, true when it holds
+// exactly data, an *existsError otherwise.
+func sameContent(path string, data []byte) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	existing, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Equal(existing, data) {
+		return false, &existsError{existing: existing}
+	}
+	return true, nil
+}
+
+func writeSync(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func ensureDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fail.Errorf(fail.Invalid, "receipt directory %q is not a directory", dir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("receipt directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("receipt directory: %w", err)
+	}
+	return syncDir(filepath.Dir(filepath.Clean(dir)))
+}
+
+// syncDir makes a directory's entries durable. Windows cannot sync a
+// directory; its rename/link metadata is journaled by NTFS.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,202 @@
+package receipts
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// listDir is the sorted names in dir.
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestPublish(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "receipts") // created by Publish
+	r := newReceipt().sealed(t)
+	want := mustBytes(t, r)
+
+	res, err := Publish(dir, r, nil)
+	if err != nil || res.Replayed || res.Path != filepath.Join(dir, FileName(r)) || res.SignaturePath != "" {
+		t.Fatalf("first publish: %+v %v", res, err)
+	}
+	if got, _ := os.ReadFile(res.Path); !bytes.Equal(got, want) {
+		t.Fatal("published bytes differ from Bytes()")
+	}
+	if fi, _ := os.Stat(res.Path); fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", fi.Mode().Perm())
+	}
+	if res, err = Publish(dir, r, nil); err != nil || !res.Replayed {
+		t.Fatalf("replay: %+v %v", res, err)
+	}
+
+	// Signing later adds the signature without touching the receipt.
+	k := testKey(1)
+	if res, err = Publish(dir, r, k); err != nil || !res.Replayed || res.SignatureReplayed || res.SignaturePath != res.Path+".sig" {
+		t.Fatalf("add signature: %+v %v", res, err)
+	}
+	sig, _ := os.ReadFile(res.SignaturePath)
+	if res, err = Publish(dir, r, k); err != nil || !res.Replayed || !res.SignatureReplayed {
+		t.Fatalf("signed replay: %+v %v", res, err)
+	}
+
+	// Another key's signature for the same receipt: conflict, unchanged.
+	if _, err = Publish(dir, r, testKey(2)); !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "already exists, by key") {
+		t.Fatalf("other signer: %v", err)
+	}
+	if got, _ := os.ReadFile(res.SignaturePath); !bytes.Equal(got, sig) {
+		t.Fatal("signature changed")
+	}
+
+	// A different receipt under the same name: tamper, unchanged.
+	diverged := newReceipt().with(func(r *Receipt) { r.Transition.ForceConflicts = true }).sealed(t)
+	if FileName(diverged) != FileName(r) {
+		t.Fatal("test receipts must share a name")
+	}
+	if _, err = Publish(dir, diverged, k); !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "history diverged") {
+		t.Fatalf("diverged: %v", err)
+	}
+	if got, _ := os.ReadFile(res.Path); !bytes.Equal(got, want) {
+		t.Fatal("receipt changed")
+	}
+
+	// A garbage signature file is tamper.
+	r2 := following(r, KindUpgrade, "3.1.0").sealed(t)
+	_ = os.WriteFile(filepath.Join(dir, FileName(r2)+".sig"), []byte("junk"), 0o644)
+	if _, err = Publish(dir, r2, k); !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "not a signature of this receipt") {
+		t.Fatalf("junk signature: %v", err)
+	}
+
+	wantNames := []string{FileName(r), FileName(r) + ".sig", FileName(r2), FileName(r2) + ".sig"}
+	if got := listDir(t, dir); strings.Join(got, " ") != strings.Join(wantNames, " ") {
+		t.Fatalf("directory holds %q, want %q (no temporary files)", got, wantNames)
+	}
+
+	unsealed := newReceipt().r
+	if _, err := Publish(dir, &unsealed, nil); err == nil {
+		t.Fatal("published an unsealed receipt")
+	}
+	file := filepath.Join(dir, FileName(r))
+	if _, err := Publish(file, r, nil); !fail.Is(err, fail.Invalid) {
+		t.Fatalf("directory is a file: %v", err)
+	}
+}
+
+const helperEnv = "QL3_RECEIPTS_PUBLISH_HELPER"
+
+// TestPublishHelperProcess is the child of TestPublishConcurrent: it waits
+// for the start file, then publishes the shared receipt once.
+func TestPublishHelperProcess(t *testing.T) {
+	dir := os.Getenv(helperEnv)
+	if dir == "" {
+		t.Skip("helper process for TestPublishConcurrent")
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Microsecond) {
+		if _, err := os.Stat(dir + ".go"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("start file never appeared")
+		}
+	}
+	res, err := Publish(dir, concurrentReceipt(t), testKey(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Replayed {
+		os.Stdout.WriteString("WROTE\n")
+	}
+}
+
+func concurrentReceipt(t testing.TB) *Receipt { return newReceipt().inv(200).sealed(t) }
+
+// TestPublishConcurrent races goroutines and separate processes to publish
+// one receipt name: exactly one file results, complete, and no temporary
+// file is left.
+func TestPublishConcurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for round := range 3 {
+		base := t.TempDir()
+		dir := filepath.Join(base, "receipts")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		const procs, goroutines = 3, 8
+		var cmds []*exec.Cmd
+		var outs []*bytes.Buffer
+		for range procs {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestPublishHelperProcess$", "-test.count=1")
+			cmd.Env = append(os.Environ(), helperEnv+"="+dir)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds, outs = append(cmds, cmd), append(outs, &out)
+		}
+		r := concurrentReceipt(t)
+		k := testKey(9)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		results := make([]PublishResult, goroutines)
+		errs := make([]error, goroutines)
+		for i := range goroutines {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = Publish(dir, r, k)
+			})
+		}
+		time.Sleep(time.Duration(50+50*round) * time.Millisecond) // let the processes reach their wait
+		if err := os.WriteFile(dir+".go", nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		close(start)
+		wg.Wait()
+		wrote := 0
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("goroutine %d: %v", i, err)
+			}
+			if !results[i].Replayed {
+				wrote++
+			}
+		}
+		for i, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("process %d: %v\n%s", i, err, outs[i])
+			}
+			wrote += strings.Count(outs[i].String(), "WROTE\n")
+		}
+		if wrote != 1 {
+			t.Errorf("round %d: %d publishers wrote the receipt, want exactly 1", round, wrote)
+		}
+		want := []string{FileName(r), FileName(r) + ".sig"}
+		if got := listDir(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("round %d: directory holds %q, want %q", round, got, want)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, FileName(r))); !bytes.Equal(got, mustBytes(t, r)) {
+			t.Fatalf("round %d: receipt is not the expected bytes", round)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, FileName(r)+".sig")); !bytes.Equal(got, mustSign(t, r, k)) {
+			t.Fatalf("round %d: signature is not the expected bytes", round)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+// Package receipts holds the deployment receipt: its model, its canonical
+// bytes and digests, the no-replace publish, and the offline audit. It never
+// talks to a cluster (docs/receipts.md).
+package receipts
+
+import "github.com/qinglong/kubectl-ql3/inventory"
+
+// Schema is the receipt schema this package writes and audits.
+const Schema = "qinglong/deployment-receipt@v2"
+
+// The flags every receipt carries, exactly.
+const (
+	RecoveryResumeExact = "resume_exact_transition_from_target_head"
+)
+
+// Receipt is the proof of one committed deployment. Its canonical JSON
+// (RFC 8785) is the file's exact bytes; SelfDigest is the "receipt"-domain
+// digest of the canonical receipt without selfDigest.
+type Receipt struct {
+	Schema                string               `json:"schema"`
+	Generation            int64                `json:"generation"`
+	Transition            Transition           `json:"transition"`
+	Deployment            Deployment           `json:"deployment"`
+	Inventory             []inventory.Identity `json:"inventory"`
+	PreviousDeployment    *Deployment          `json:"previousDeployment"`
+	PreviousReceiptDigest string               `json:"previousReceiptDigest"`
+	Head                  HeadRef              `json:"head"`
+	Target                Target               `json:"target"`
+	Tool                  Tool                 `json:"tool"`
+	Steps                 Steps                `json:"steps"`
+	Flags                 Flags                `json:"flags"`
+	SelfDigest            string               `json:"selfDigest"`
+}
+
+// Transition is the exact transition a deployment made.
+type Transition struct {
+	Kind            string `json:"kind"` // install | upgrade | rollback
+	CommandDigest   string `json:"commandDigest"`
+	PreflightDigest string `json:"preflightDigest"`
+	ForceConflicts  bool   `json:"forceConflicts"`
+}
+
+// Deployment names one deployed release.
+type Deployment struct {
+	Version         string `json:"version"` // SemVer 2.0.0, no leading v
+	LockDigest      string `json:"lockDigest"`
+	InventoryDigest string `json:"inventoryDigest"`
+	InventoryCount  int    `json:"inventoryCount"`
+}
+
+// HeadRef ties the receipt to the committed Head it was built from.
+type HeadRef struct {
+	DeploymentDigest string `json:"deploymentDigest"`
+	StateDigest      string `json:"stateDigest"`
+}
+
+// Target is the target authority.
+type Target struct {
+	ClusterIdentity string `json:"clusterIdentity"`
+	Namespace       string `json:"namespace"`
+}
+
+// Tool is the tool authority.
+type Tool struct {
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	FieldManager string `json:"fieldManager"`
+}
+
+// Steps are the five step transcript digests.
+type Steps struct {
+	Identity      string `json:"identity"`
+	DryRun        string `json:"dryRun"`
+	Apply         string `json:"apply"`
+	Converge      string `json:"converge"`
+	FinalIdentity string `json:"finalIdentity"`
+}
+
+// Flags state what the ceremony does and does not promise.
+type Flags struct {
+	DeploymentHeadCas          bool   `json:"deploymentHeadCas"`
+	ResourceInventoryClosed    bool   `json:"resourceInventoryClosed"`
+	MultiResourceTransactional bool   `json:"multiResourceTransactional"`
+	Recovery                   string `json:"recovery"`
+}
+
+// ExpectedFlags are the only flags a valid receipt carries.
+var ExpectedFlags = Flags{
+	DeploymentHeadCas:          true,
+	ResourceInventoryClosed:    true,
+	MultiResourceTransactional: false,
+	Recovery:                   RecoveryResumeExact,
+}
