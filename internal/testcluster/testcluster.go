@@ -266,11 +266,13 @@ rules:
 `
 
 func (cp *ControlPlane) startControllerManager() error {
-	kc, err := cp.Kubeconfig("system:kube-controller-manager")
+	// system:masters: with one identity for every controller, the bootstrap
+	// role of system:kube-controller-manager is not enough.
+	kc, err := cp.Kubeconfig("system:kube-controller-manager", "system:masters")
 	if err != nil {
 		return err
 	}
-	_, err = cp.run("kube-controller-manager", filepath.Join(cp.BinDir, "kube-controller-manager"),
+	p, err := cp.run("kube-controller-manager", filepath.Join(cp.BinDir, "kube-controller-manager"),
 		"--kubeconfig="+kc,
 		"--authentication-kubeconfig="+kc,
 		"--authorization-kubeconfig="+kc,
@@ -279,11 +281,34 @@ func (cp *ControlPlane) startControllerManager() error {
 		"--service-account-private-key-file="+cp.path("pki", "sa.key"),
 		"--root-ca-file="+cp.path("pki", "ca.crt"),
 		"--use-service-account-credentials=false",
-		"--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume",
+		// Only what tests need: workloads converge, namespaces delete.
+		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,job-controller,cronjob-controller,disruption-controller,namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,endpointslice-controller",
 		"--concurrent-deployment-syncs=10",
 		"--v=0",
 	)
-	return err
+	if err != nil {
+		return err
+	}
+	// The serviceaccount controller creates "default" in every namespace:
+	// once it exists, the controller manager is working.
+	cs, err := kubernetes.NewForConfig(cp.admin)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-p.done:
+			return fmt.Errorf("kube-controller-manager exited: %v (see %s)", p.err, p.log.Name())
+		default:
+		}
+		if _, err := cs.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("kube-controller-manager not working after 60s (no default ServiceAccount): %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (cp *ControlPlane) run(name, bin string, args ...string) (*proc, error) {

@@ -1,0 +1,361 @@
+package ceremony
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// Dry-run outcomes other than "ok": the object cannot be dry-run before the
+// release itself creates its namespace or its CRD. Apply settles them.
+const (
+	dryRunOK               = "ok"
+	dryRunDeferredNS       = "deferred: namespace created by this release"
+	dryRunDeferredCRD      = "deferred: kind defined by a CRD in this release"
+	crdGroup               = "apiextensions.k8s.io"
+	establishedPollEvery   = 200 * time.Millisecond
+	convergePollEvery      = 500 * time.Millisecond
+	transientApplyAttempts = 5
+)
+
+func identityOf(u *unstructured.Unstructured) inventory.Identity {
+	return inventory.Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func isFirstStage(u *unstructured.Unstructured) bool {
+	gvk := u.GroupVersionKind()
+	return (gvk.Group == "" && gvk.Kind == "Namespace") || (gvk.Group == crdGroup && gvk.Kind == "CustomResourceDefinition")
+}
+
+// stages splits objects into Namespaces and CRDs first, then the rest,
+// keeping inventory order within each stage.
+func stages(objs []*unstructured.Unstructured) [][]*unstructured.Unstructured {
+	var first, rest []*unstructured.Unstructured
+	for _, u := range objs {
+		if isFirstStage(u) {
+			first = append(first, u)
+		} else {
+			rest = append(rest, u)
+		}
+	}
+	return [][]*unstructured.Unstructured{first, rest}
+}
+
+// objectResult is one object's outcome in a step.
+type objectResult struct {
+	ID         inventory.Identity `json:"id"`
+	Result     string             `json:"result"`
+	UID        string             `json:"uid,omitempty"`
+	Generation int64              `json:"generation,omitempty"`
+	err        error
+	obj        *unstructured.Unstructured
+}
+
+// forEach runs fn over objs with at most n in flight and returns results in
+// input order.
+func forEach(ctx context.Context, n int, objs []*unstructured.Unstructured, fn func(context.Context, *unstructured.Unstructured) objectResult) []objectResult {
+	out := make([]objectResult, len(objs))
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i, u := range objs {
+		if ctx.Err() != nil {
+			out[i] = objectResult{ID: identityOf(u), err: ctx.Err()}
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = fn(ctx, u)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// transient reports whether a failed request may be retried as is: server
+// overload, timeouts, 5xx and broken connections. Any 4xx answer but 408
+// and 429 is final.
+func transient(err error) bool {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		code := st.Status().Code
+		return code == 408 || code == 429 || code >= 500
+	}
+	// Not an API answer: a broken connection, a reset, a client timeout.
+	return !isContextErr(err)
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// applyOne server-side applies one object, retrying transient failures: SSA
+// with one field manager is idempotent, so a lost response is settled by
+// applying again.
+func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm string, force, dryRun bool) (*unstructured.Unstructured, error) {
+	var last error
+	for attempt := 0; attempt < transientApplyAttempts; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(attempt*attempt) * 100 * time.Millisecond):
+			}
+		}
+		got, err := o.Cluster.Apply(ctx, u, fm, force, dryRun)
+		if err == nil {
+			return got, nil
+		}
+		last = err
+		if !transient(err) || meta.IsNoMatchError(err) {
+			return nil, err
+		}
+	}
+	return nil, last
+}
+
+// dryRunAll is preflight step 4: a server-side dry-run of every object.
+func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool, controlNS string) (string, int, error) {
+	releaseNS := map[string]bool{}
+	releaseKinds := map[string]bool{}
+	for _, u := range objs {
+		if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
+			releaseNS[u.GetName()] = true
+		}
+		if u.GetKind() == "CustomResourceDefinition" && u.GroupVersionKind().Group == crdGroup {
+			group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+			releaseKinds[group+"/"+kind] = true
+		}
+	}
+	results := forEach(ctx, o.Parallelism, objs, func(ctx context.Context, u *unstructured.Unstructured) objectResult {
+		r := objectResult{ID: identityOf(u), Result: dryRunOK}
+		_, err := o.applyOne(ctx, u, fm, force, true)
+		switch {
+		case err == nil:
+		case meta.IsNoMatchError(err) && releaseKinds[u.GroupVersionKind().Group+"/"+u.GetKind()]:
+			r.Result = dryRunDeferredCRD
+		case apierrors.IsNotFound(err) && releaseNS[u.GetNamespace()] && isNamespaceNotFound(err):
+			r.Result = dryRunDeferredNS
+		default:
+			r.err = err
+		}
+		return r
+	})
+	deferred := 0
+	var errs []error
+	for _, r := range results {
+		if r.Result == dryRunDeferredNS && r.ID.Namespace == controlNS {
+			return "", 0, missingControlNamespace(controlNS)
+		}
+		if r.err != nil {
+			o.say("dry-run: %s: %v", r.ID, r.err)
+			errs = append(errs, fmt.Errorf("%s: %w", r.ID, r.err))
+		} else if r.Result != dryRunOK {
+			deferred++
+		}
+	}
+	if len(errs) > 0 {
+		return "", 0, classifyObjects("dry-run", len(errs), len(objs), errs)
+	}
+	d, err := transcriptDigest("dry-run", results)
+	return d, deferred, err
+}
+
+func isNamespaceNotFound(err error) bool {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Details != nil {
+		return st.Status().Details.Kind == "namespaces"
+	}
+	return false
+}
+
+// classifyObjects turns per-object failures into one error of the right
+// class: field-manager conflicts are conflicts, forbidden or rejected
+// objects are invalid input, anything else could not be decided.
+func classifyObjects(step string, failed, total int, errs []error) error {
+	class := fail.Unavailable
+	for _, err := range errs {
+		switch {
+		case apierrors.IsConflict(err):
+			class = fail.Conflict
+		case class != fail.Conflict && (apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || meta.IsNoMatchError(err) || apierrors.IsNotFound(err)):
+			class = fail.Invalid
+		}
+	}
+	hint := ""
+	if class == fail.Conflict {
+		hint = " (another field manager owns these fields: preflight again with --force-conflicts to take them over)"
+	}
+	return fail.Errorf(class, "%s: %d of %d objects failed%s: %w", step, failed, total, hint, utilerrors.NewAggregate(errs))
+}
+
+// applyAll is apply step 4: server-side apply in stages, CRDs waited for
+// until Established before anything that may use them.
+func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool) ([]objectResult, error) {
+	var all []objectResult
+	for i, stage := range stages(objs) {
+		if len(stage) == 0 {
+			continue
+		}
+		o.say("apply: stage %d: %d object(s)", i+1, len(stage))
+		results := forEach(ctx, o.Parallelism, stage, func(ctx context.Context, u *unstructured.Unstructured) objectResult {
+			r := objectResult{ID: identityOf(u), Result: "applied"}
+			got, err := o.applyOne(ctx, u, fm, force, false)
+			if err != nil {
+				r.err = err
+				return r
+			}
+			r.UID, r.Generation, r.obj = string(got.GetUID()), got.GetGeneration(), got
+			return r
+		})
+		var errs []error
+		for _, r := range results {
+			if r.err != nil {
+				o.say("apply: %s: %v", r.ID, r.err)
+				errs = append(errs, fmt.Errorf("%s: %w", r.ID, r.err))
+			}
+		}
+		if len(errs) > 0 {
+			return nil, classifyObjects("apply", len(errs), len(stage), errs)
+		}
+		all = append(all, results...)
+		if i == 0 {
+			if err := o.waitEstablished(ctx, results); err != nil {
+				return nil, err
+			}
+			o.Cluster.ResetMapper()
+		}
+	}
+	slices.SortFunc(all, func(a, b objectResult) int { return inventory.Compare(a.ID, b.ID) })
+	return all, nil
+}
+
+func (o *Options) waitEstablished(ctx context.Context, results []objectResult) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	for _, r := range results {
+		if r.ID.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		for {
+			u, err := o.Cluster.Get(ctx, r.ID)
+			if err == nil && crdEstablished(u) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fail.Errorf(fail.Unavailable, "apply: CRD %s not Established within %s: %v", r.ID.Name, o.Timeout, err)
+			case <-time.After(establishedPollEvery):
+			}
+		}
+	}
+	return nil
+}
+
+func crdEstablished(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// converge is apply step 5: read every object back and wait, bounded by
+// the timeout, until kstatus says it is Current.
+func (o *Options) converge(ctx context.Context, applied []objectResult) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	done := make([]objectResult, len(applied))
+	pending := make([]int, len(applied))
+	for i := range applied {
+		pending[i] = i
+	}
+	var lastMsg map[int]string
+	for {
+		lastMsg = map[int]string{}
+		var mu sync.Mutex
+		objs := make([]*unstructured.Unstructured, len(pending))
+		for j, i := range pending {
+			objs[j] = applied[i].obj
+		}
+		res := forEach(ctx, o.Parallelism, objs, func(ctx context.Context, u *unstructured.Unstructured) objectResult {
+			id := identityOf(u)
+			r := objectResult{ID: id}
+			got, err := o.Cluster.Get(ctx, id)
+			if err != nil {
+				r.err = err
+				return r
+			}
+			st, err := status.Compute(got)
+			if err != nil {
+				r.err = err
+				return r
+			}
+			r.Result, r.UID, r.Generation = st.Status.String(), string(got.GetUID()), got.GetGeneration()
+			if st.Status != status.CurrentStatus {
+				r.err = fmt.Errorf("%s: %s", st.Status, st.Message)
+			}
+			return r
+		})
+		var still []int
+		var failed []error
+		for j, r := range res {
+			i := pending[j]
+			if r.err == nil {
+				done[i] = r
+				continue
+			}
+			mu.Lock()
+			lastMsg[i] = r.err.Error()
+			mu.Unlock()
+			if r.Result == status.FailedStatus.String() {
+				failed = append(failed, fmt.Errorf("%s: %w", r.ID, r.err))
+			}
+			still = append(still, i)
+		}
+		if len(failed) > 0 {
+			for _, err := range failed {
+				o.say("converge: %v", err)
+			}
+			return "", fail.Errorf(fail.Other, "converge: %d object(s) failed: %w", len(failed), utilerrors.NewAggregate(failed))
+		}
+		if len(still) == 0 {
+			break
+		}
+		pending = still
+		select {
+		case <-ctx.Done():
+			var errs []error
+			for _, i := range pending {
+				errs = append(errs, fmt.Errorf("%s: %s", applied[i].ID, lastMsg[i]))
+				o.say("converge: %s not ready: %s", applied[i].ID, lastMsg[i])
+			}
+			return "", fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying; `kubectl ql3 resume` continues): %w", len(pending), o.Timeout, utilerrors.NewAggregate(errs))
+		case <-time.After(convergePollEvery):
+		}
+	}
+	return transcriptDigest("converge", done)
+}
+
+// missingControlNamespace: the Head lives in the control namespace, so it
+// must exist before the first deployment (and before its deployer Role).
+func missingControlNamespace(ns string) error {
+	return fail.Errorf(fail.Invalid, "control namespace %q does not exist: create it first (kubectl create namespace %s), then bind the deployer's Role there (kubectl ql3 rbac); the Head lives in it", ns, ns)
+}

@@ -1,0 +1,146 @@
+package ceremony
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// RBACName is the name of every Role, ClusterRole and binding `rbac` prints.
+const RBACName = "kubectl-ql3-deployer"
+
+// RBACSubject optionally binds the roles to a user or group.
+type RBACSubject struct {
+	User  string
+	Group string
+}
+
+// RBAC returns the least privilege for running the ceremony on a release:
+// get, create and update of the Head ConfigMap in the control namespace
+// only; get and patch (server-side apply and its dry-run) on exactly the
+// inventory's objects, by name; get on the kube-system Namespace (the
+// cluster identity). Nothing else.
+func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTMapper, subj RBACSubject) ([]any, error) {
+	type key struct{ group, resource string }
+	crds := map[schema.GroupKind]struct {
+		plural     string
+		namespaced bool
+	}{}
+	for _, u := range objs {
+		if u.GetKind() == "CustomResourceDefinition" && u.GroupVersionKind().Group == crdGroup {
+			g, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+			k, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+			p, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+			s, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
+			crds[schema.GroupKind{Group: g, Kind: k}] = struct {
+				plural     string
+				namespaced bool
+			}{p, s == "Namespaced"}
+		}
+	}
+	namespaced := map[string]map[key][]string{} // namespace -> resource -> names
+	cluster := map[key][]string{}
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		var k key
+		var isNS bool
+		if c, ok := crds[gvk.GroupKind()]; ok {
+			k, isNS = key{gvk.Group, c.plural}, c.namespaced
+		} else {
+			if mapper == nil {
+				return nil, fail.Errorf(fail.Invalid, "rbac: kind %s needs a cluster to resolve its resource: pass --context", gvk)
+			}
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				return nil, fail.Errorf(fail.Invalid, "rbac: %s: %v", gvk, err)
+			}
+			k, isNS = key{m.Resource.Group, m.Resource.Resource}, m.Scope.Name() == meta.RESTScopeNameNamespace
+		}
+		if isNS {
+			if namespaced[u.GetNamespace()] == nil {
+				namespaced[u.GetNamespace()] = map[key][]string{}
+			}
+			namespaced[u.GetNamespace()][k] = append(namespaced[u.GetNamespace()][k], u.GetName())
+		} else {
+			cluster[k] = append(cluster[k], u.GetName())
+		}
+	}
+	rules := func(m map[key][]string) []rbacv1.PolicyRule {
+		keys := slices.SortedFunc(maps.Keys(m), func(a, b key) int {
+			return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.resource, b.resource))
+		})
+		var out []rbacv1.PolicyRule
+		for _, k := range keys {
+			names := slices.Compact(slices.Sorted(slices.Values(m[k])))
+			out = append(out, rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: []string{"get", "patch"}, ResourceNames: names})
+		}
+		return out
+	}
+	var out []any
+	if _, ok := namespaced[controlNS]; !ok {
+		namespaced[controlNS] = map[key][]string{}
+	}
+	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
+		r := rules(namespaced[ns])
+		if ns == controlNS {
+			r = append([]rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{HeadName}},
+				// create cannot be limited by name (the name is in the body, not the URL).
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+			}, r...)
+		}
+		out = append(out, &rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+			ObjectMeta: metav1.ObjectMeta{Name: RBACName, Namespace: ns},
+			Rules:      r,
+		})
+		if b := binding(subj, "Role", RBACName, ns); b != nil {
+			out = append(out, b)
+		}
+	}
+	clusterName := fmt.Sprintf("%s:%s", RBACName, controlNS)
+	out = append(out, &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterName},
+		Rules: append([]rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
+		}, rules(cluster)...),
+	})
+	if b := binding(subj, "ClusterRole", clusterName, ""); b != nil {
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func binding(subj RBACSubject, roleKind, roleName, ns string) any {
+	var subjects []rbacv1.Subject
+	if subj.User != "" {
+		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: subj.User})
+	}
+	if subj.Group != "" {
+		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: subj.Group})
+	}
+	if len(subjects) == 0 {
+		return nil
+	}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: roleKind, Name: roleName}
+	if roleKind == "ClusterRole" {
+		return &rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: roleName}, Subjects: subjects, RoleRef: ref,
+		}
+	}
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: roleName, Namespace: ns}, Subjects: subjects, RoleRef: ref,
+	}
+}

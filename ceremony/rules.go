@@ -1,0 +1,91 @@
+package ceremony
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// Target is the deployment a transition wants to reach.
+type Target struct {
+	Kind       string
+	Deployment receipts.Deployment
+	Inventory  []inventory.Identity // sorted
+}
+
+// CheckTransition applies the Head rules of ceremony.md §5.3 to the Head
+// read from the cluster (nil when absent). It is pure: no cluster, no files.
+//
+// A Head that moved since the preflight, or one still applying, is a
+// conflict; a transition the Head does not allow is invalid input.
+func CheckTransition(h *Head, expected ExpectedHead, t Target) error {
+	switch t.Kind {
+	case TransitionInstall, TransitionUpgrade, TransitionRollback:
+	default:
+		return fail.Errorf(fail.Invalid, "--transition %q: want install, upgrade or rollback", t.Kind)
+	}
+	if h == nil {
+		if expected.Generation != 0 {
+			return fail.Errorf(fail.Conflict, "head: absent, but the preflight expects generation %d (%s); the Head was removed: investigate before deploying", expected.Generation, expected)
+		}
+		if t.Kind != TransitionInstall {
+			return fail.Errorf(fail.Invalid, "head: absent: the first deployment must be --transition install, not %s", t.Kind)
+		}
+		return nil
+	}
+	if h.Phase == PhaseApplying {
+		return fail.Errorf(fail.Conflict, "head: generation %d is still applying (%s %s, mutation %s): wait for that apply, or run `kubectl ql3 resume --preflight FILE` with its preflight", h.Generation, h.Transition.Kind, h.Current.Version, h.Transition.MutationID)
+	}
+	if got := h.Expected(); got != expected {
+		return fail.Errorf(fail.Conflict, "head: moved since the preflight: expected %s, found %s (generation %d, %s): run `kubectl ql3 head` and preflight again", expected, got, h.Generation, h.Current.Version)
+	}
+	cur := h.Current
+	switch t.Kind {
+	case TransitionInstall:
+		return fail.Errorf(fail.Invalid, "head: the target already has deployment %s at generation %d: use --transition upgrade or rollback", cur.Version, h.Generation)
+	case TransitionUpgrade:
+		from, err := semver.StrictNewVersion(cur.Version)
+		if err != nil {
+			return fail.Errorf(fail.Tamper, "head: current.version %q: %v", cur.Version, err)
+		}
+		to, err := semver.StrictNewVersion(t.Deployment.Version)
+		if err != nil {
+			return fail.Errorf(fail.Invalid, "release.version %q: %v", t.Deployment.Version, err)
+		}
+		if !to.GreaterThan(from) {
+			return fail.Errorf(fail.Invalid, "upgrade: release version %s is not greater than the deployed %s", to, from)
+		}
+		if missing := inventory.Missing(cur.Inventory, t.Inventory); len(missing) > 0 {
+			return fail.Errorf(fail.Invalid, "upgrade: the release omits %d live object(s) of %s, and kubectl-ql3 never prunes: %s", len(missing), cur.Version, identityList(missing, 10))
+		}
+	case TransitionRollback:
+		prev := h.Previous
+		if prev == nil {
+			return fail.Errorf(fail.Invalid, "rollback: the deployed %s has no previous deployment", cur.Version)
+		}
+		if t.Deployment.Version != prev.Version || t.Deployment.LockDigest != prev.LockDigest {
+			return fail.Errorf(fail.Invalid, "rollback: target %s (lock %s) is not the exact previous deployment %s (lock %s)", t.Deployment.Version, t.Deployment.LockDigest, prev.Version, prev.LockDigest)
+		}
+		if t.Deployment.InventoryDigest != cur.InventoryDigest || prev.InventoryDigest != cur.InventoryDigest {
+			return fail.Errorf(fail.Invalid, "rollback: inventories differ (current %s, previous %s, target %s); a rollback must not add or drop objects", cur.InventoryDigest, prev.InventoryDigest, t.Deployment.InventoryDigest)
+		}
+	}
+	return nil
+}
+
+func identityList(ids []inventory.Identity, max int) string {
+	var parts []string
+	for i, id := range ids {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ids)-max))
+			break
+		}
+		parts = append(parts, id.String())
+	}
+	return strings.Join(parts, ", ")
+}

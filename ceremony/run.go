@@ -1,0 +1,409 @@
+package ceremony
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// PreflightRequest is `kubectl ql3 preflight DIR`.
+type PreflightRequest struct {
+	Dir            string
+	Transition     string
+	Expected       ExpectedHead
+	ForceConflicts bool
+	Out            string // record path; default ql3-preflight-g<N>-<kind>-<version>.json
+}
+
+// PreflightResult says what preflight verified and where the record is.
+type PreflightResult struct {
+	Path     string           `json:"path"`
+	Replayed bool             `json:"replayed"`
+	Deferred int              `json:"deferred"`
+	Record   *PreflightRecord `json:"record"`
+}
+
+// RunPreflight is ceremony.md §5: read-only against the cluster; writes
+// only the preflight record, never replacing a file.
+func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*PreflightResult, error) {
+	o.defaults()
+	dir, err := filepath.Abs(req.Dir)
+	if err != nil {
+		return nil, fail.Wrap(fail.Invalid, err)
+	}
+	ld, err := o.load(dir)
+	if err != nil {
+		return nil, err
+	}
+	dep, tgt := ld.deployment(), ld.target()
+	o.say("preflight: release %s verified against its lock (%d objects, lock %s)", dep.Version, dep.InventoryCount, dep.LockDigest)
+	identity, err := o.identityStep(ctx, tgt.ClusterIdentity)
+	if err != nil {
+		return nil, err
+	}
+	o.say("preflight: cluster identity %s matches", tgt.ClusterIdentity)
+	head, _, err := o.readHead(ctx, tgt.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckTransition(head, req.Expected, Target{Kind: req.Transition, Deployment: dep, Inventory: ld.release.Inventory}); err != nil {
+		return nil, err
+	}
+	o.say("preflight: head %s allows %s to %s", req.Expected.describe(), req.Transition, dep.Version)
+	fm := ld.lock.Tool.FieldManager
+	dry, deferred, err := o.dryRunAll(ctx, ld.release.Objects, fm, req.ForceConflicts, tgt.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	o.say("preflight: server-side dry-run: %d ok, %d deferred until their namespace or CRD exists", dep.InventoryCount-deferred, deferred)
+	rec := &PreflightRecord{
+		Schema: PreflightSchema,
+		Command: Command{
+			Transition: req.Transition, ExpectedHead: req.Expected, Version: dep.Version,
+			LockDigest: dep.LockDigest, InventoryDigest: dep.InventoryDigest,
+			ClusterIdentity: tgt.ClusterIdentity, Namespace: tgt.Namespace,
+			FieldManager: fm, ForceConflicts: req.ForceConflicts,
+		},
+		Release: PreflightRelease{
+			Dir: dir, Version: dep.Version, LockDigest: dep.LockDigest,
+			SourceDigest: ld.release.SourceDigest, RenderDigest: ld.release.RenderDigest,
+			InventoryDigest: dep.InventoryDigest, InventoryCount: dep.InventoryCount,
+		},
+		Target: tgt,
+		Tool:   receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: fm},
+		Steps:  PreflightSteps{Identity: identity, DryRun: dry},
+	}
+	if err := rec.Seal(); err != nil {
+		return nil, err
+	}
+	data, err := rec.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	out := req.Out
+	if out == "" {
+		out = fmt.Sprintf("ql3-preflight-g%d-%s-%s.json", req.Expected.Generation+1, req.Transition, dep.Version)
+	}
+	replayed, err := WriteNoReplace(out, append(data, '\n'))
+	if err != nil {
+		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("write preflight record: %w", err))
+	}
+	o.say("preflight: record %s written (preflight %s)", out, rec.SelfDigest)
+	return &PreflightResult{Path: out, Replayed: replayed, Deferred: deferred, Record: rec}, nil
+}
+
+// ApplyRequest is `kubectl ql3 apply|resume --preflight FILE [DIR]`.
+type ApplyRequest struct {
+	Preflight *PreflightRecord
+	Dir       string // default: the record's release.dir
+	Resume    bool   // take over an applying Head with the same intent
+}
+
+// ApplyResult is the outcome of apply, resume or rollback.
+type ApplyResult struct {
+	Outcome      string            `json:"outcome"` // committed | replayed
+	Generation   int64             `json:"generation"`
+	Version      string            `json:"version"`
+	Transition   string            `json:"transition"`
+	ExpectedHead string            `json:"expectedHead"` // the token for the next preflight
+	Receipt      string            `json:"receipt"`
+	ReceiptState string            `json:"receiptState"` // written | replayed | rebuilt
+	Note         string            `json:"note,omitempty"`
+	Head         *Head             `json:"-"`
+	receipt      *receipts.Receipt `json:"-"`
+}
+
+// RunApply is ceremony.md §6 and, with Resume, §7.
+func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, error) {
+	o.defaults()
+	rec := req.Preflight
+	dir := req.Dir
+	if dir == "" {
+		dir = rec.Release.Dir
+	}
+	ld, err := o.load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAgainstPreflight(ld, rec); err != nil {
+		return nil, err
+	}
+	rdir := o.receiptsDir(dir)
+	tgt := ld.target()
+	ns := tgt.Namespace
+	if _, err := o.identityStep(ctx, tgt.ClusterIdentity); err != nil {
+		return nil, err
+	}
+	head, ref, err := o.readHead(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+
+	ours := head != nil && head.Transition.CommandDigest == rec.CommandDigest && head.Transition.PreflightDigest == rec.SelfDigest
+	switch {
+	case ours && head.Phase == PhaseCommitted:
+		o.say("apply: preflight %s is already committed as generation %d: replay, no workload write", rec.SelfDigest, head.Generation)
+		return o.finish(head, rdir, "replayed")
+	case ours && !req.Resume:
+		return nil, fail.Errorf(fail.Conflict, "head: generation %d is applying this very preflight under mutation %s: another apply is running, or died; if none is running, run `kubectl ql3 resume --preflight FILE`", head.Generation, head.Transition.MutationID)
+	case !ours && req.Resume:
+		if res, ok := o.committedEarlier(ctx, rdir, rec, head); ok {
+			return res, nil
+		}
+		what := "absent"
+		if head != nil {
+			what = fmt.Sprintf("generation %d %s (%s %s)", head.Generation, head.Phase, head.Transition.Kind, head.Current.Version)
+		}
+		return nil, fail.Errorf(fail.Conflict, "resume: the Head is %s, not applying this preflight (%s); resume only continues its own transition", what, rec.SelfDigest)
+	}
+
+	mutationID := o.MutationID
+	if mutationID == "" {
+		mutationID = newMutationID()
+	}
+	var applying *Head
+	if ours { // resume: take the applying intent over
+		applying = cloneHead(head)
+		applying.Transition.MutationID = mutationID
+		if err := applying.Seal(); err != nil {
+			return nil, err
+		}
+		if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
+			return nil, err
+		}
+		o.say("resume: took over generation %d (mutation %s)", applying.Generation, mutationID)
+	} else {
+		if err := CheckTransition(head, rec.Command.ExpectedHead, Target{Kind: rec.Command.Transition, Deployment: ld.deployment(), Inventory: ld.release.Inventory}); err != nil {
+			if res, ok := o.committedEarlier(ctx, rdir, rec, head); ok {
+				return res, nil
+			}
+			return nil, err
+		}
+		if applying, err = o.newApplyingHead(head, ld, rec, mutationID); err != nil {
+			return nil, err
+		}
+		if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
+			return nil, err
+		}
+		o.say("apply: acquired generation %d: %s to %s (mutation %s)", applying.Generation, rec.Command.Transition, applying.Current.Version, mutationID)
+	}
+
+	applied, err := o.applyAll(ctx, ld.release.Objects, rec.Command.FieldManager, rec.Command.ForceConflicts)
+	if err != nil {
+		return nil, err
+	}
+	applyDigest, err := transcriptDigest("apply", applied)
+	if err != nil {
+		return nil, err
+	}
+	o.say("apply: %d object(s) server-side applied", len(applied))
+	convergeDigest, err := o.converge(ctx, applied)
+	if err != nil {
+		return nil, err
+	}
+	o.say("converge: %d object(s) current", len(applied))
+	finalIdentity, err := o.identityStep(ctx, tgt.ClusterIdentity)
+	if err != nil {
+		return nil, err
+	}
+	committed := cloneHead(applying)
+	committed.Phase = PhaseCommitted
+	committed.Steps.Apply, committed.Steps.Converge, committed.Steps.FinalIdentity = applyDigest, convergeDigest, finalIdentity
+	if err := committed.Seal(); err != nil {
+		return nil, err
+	}
+	if _, err := o.writeHead(ctx, ns, ref, applying, committed); err != nil {
+		return nil, err
+	}
+	o.say("commit: generation %d committed (%s %s)", committed.Generation, committed.Transition.Kind, committed.Current.Version)
+	return o.finish(committed, rdir, "committed")
+}
+
+// checkAgainstPreflight re-verifies the release directory against the record.
+func checkAgainstPreflight(ld *loaded, rec *PreflightRecord) error {
+	got := PreflightRelease{
+		Dir: rec.Release.Dir, Version: ld.lock.Release.Version, LockDigest: ld.lockDigest,
+		SourceDigest: ld.release.SourceDigest, RenderDigest: ld.release.RenderDigest,
+		InventoryDigest: ld.release.InventoryDigest, InventoryCount: len(ld.release.Inventory),
+	}
+	if got != rec.Release {
+		return fail.Errorf(fail.Invalid, "release directory changed since the preflight: preflight bound %+v, the directory now gives %+v: preflight again", rec.Release, got)
+	}
+	if t := ld.target(); t != rec.Target {
+		return fail.Errorf(fail.Invalid, "lock target %+v differs from the preflight's %+v", t, rec.Target)
+	}
+	if ld.lock.Tool.FieldManager != rec.Command.FieldManager {
+		return fail.Errorf(fail.Invalid, "lock field manager %q differs from the preflight's %q", ld.lock.Tool.FieldManager, rec.Command.FieldManager)
+	}
+	return nil
+}
+
+// newApplyingHead builds generation N+1 in phase applying from the
+// committed Head N (nil for install).
+func (o *Options) newApplyingHead(prev *Head, ld *loaded, rec *PreflightRecord, mutationID string) (*Head, error) {
+	h := &Head{
+		Schema:     HeadSchema,
+		Phase:      PhaseApplying,
+		Generation: 1,
+		Transition: HeadTransition{Transition: receipts.Transition{
+			Kind: rec.Command.Transition, CommandDigest: rec.CommandDigest,
+			PreflightDigest: rec.SelfDigest, ForceConflicts: rec.Command.ForceConflicts,
+		}, MutationID: mutationID},
+		Current: HeadDeployment{Deployment: ld.deployment(), Inventory: ld.release.Inventory},
+		Target:  ld.target(),
+		Tool:    receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: rec.Command.FieldManager},
+		Steps:   receipts.Steps{Identity: rec.Steps.Identity, DryRun: rec.Steps.DryRun},
+	}
+	if prev != nil {
+		prevReceipt, err := ReceiptFromHead(prev)
+		if err != nil {
+			return nil, err
+		}
+		d := prev.Current.Deployment
+		h.Generation = prev.Generation + 1
+		h.Previous = &d
+		h.PreviousReceiptDigest = prevReceipt.SelfDigest
+	}
+	return h, h.Seal()
+}
+
+func cloneHead(h *Head) *Head {
+	c := *h
+	if h.Previous != nil {
+		p := *h.Previous
+		c.Previous = &p
+	}
+	return &c
+}
+
+// writeHead moves the Head from `from` (nil = absent, read at ref) to `to`
+// by create or resourceVersion-carrying update, and settles every outcome
+// from what the cluster holds (ceremony.md §6.3): success is only ever
+// "the Head now holds exactly `to`".
+func (o *Options) writeHead(ctx context.Context, ns string, ref *cmRef, from, to *Head) (*cmRef, error) {
+	cm, err := to.ConfigMap(ns)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		var got *corev1.ConfigMap
+		if from == nil {
+			got, err = o.Cluster.CreateHead(ctx, cm)
+		} else {
+			cm.ResourceVersion = ref.resourceVersion
+			got, err = o.Cluster.UpdateHead(ctx, cm)
+		}
+		if err == nil {
+			return &cmRef{resourceVersion: got.ResourceVersion}, nil
+		}
+		conflict := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+		if !conflict && !transient(err) {
+			// A definite refusal (forbidden, invalid): nothing was written.
+			if from == nil && apierrors.IsNotFound(err) {
+				return nil, missingControlNamespace(ns)
+			}
+			return nil, classifyRead(fmt.Errorf("head write: %w", err), err)
+		}
+		// A 409, or an outcome we cannot know: decide from what the cluster holds.
+		o.say("head: write answered %v: re-reading to decide", err)
+		cur, curRef, rerr := o.settleRead(ctx, ns)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if cur != nil && cur.SelfDigest == to.SelfDigest {
+			o.say("head: the write had landed (exact replay of our intent)")
+			return curRef, nil
+		}
+		unchanged := (from == nil && cur == nil) ||
+			(from != nil && cur != nil && cur.SelfDigest == from.SelfDigest && curRef.resourceVersion == ref.resourceVersion)
+		switch {
+		case conflict || !unchanged:
+			return nil, headMoved(cur)
+		case attempt >= 3:
+			return nil, fail.Errorf(fail.Unavailable, "head write: %v (the Head is unchanged; rerunning is safe)", err)
+		}
+		// The write did not land and nothing moved: the same CAS is safe to resend.
+	}
+}
+
+func headMoved(cur *Head) error {
+	if cur == nil {
+		return fail.Errorf(fail.Conflict, "head: removed by someone else during the write")
+	}
+	return fail.Errorf(fail.Conflict, "head: another writer moved it: now generation %d %s (%s %s, mutation %s); nothing of ours was applied after that", cur.Generation, cur.Phase, cur.Transition.Kind, cur.Current.Version, cur.Transition.MutationID)
+}
+
+// settleRead re-reads the Head until it gets an answer, bounded.
+func (o *Options) settleRead(ctx context.Context, ns string) (*Head, *cmRef, error) {
+	var last error
+	for i := 0; i < 10; i++ {
+		h, ref, err := o.readHead(ctx, ns)
+		if err == nil || fail.Is(err, fail.Tamper) {
+			return h, ref, err
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, nil, fail.Errorf(fail.Unavailable, "head: cannot re-read to settle a write: %w", ctx.Err())
+		case <-time.After(time.Duration(i+1) * 200 * time.Millisecond):
+		}
+	}
+	return nil, nil, fail.Errorf(fail.Unavailable, "head: cannot re-read to settle a write: %w", last)
+}
+
+// committedEarlier recognises a rerun whose preflight was committed and
+// whose Head has advanced since: a receipt for it is present locally.
+func (o *Options) committedEarlier(ctx context.Context, rdir string, rec *PreflightRecord, head *Head) (*ApplyResult, bool) {
+	entries, err := os.ReadDir(rdir)
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(rdir, e.Name()))
+		if err != nil {
+			continue
+		}
+		r, err := receipts.Parse(data)
+		if err != nil || r.Transition.PreflightDigest != rec.SelfDigest || r.Transition.CommandDigest != rec.CommandDigest {
+			continue
+		}
+		note := "the Head has since been removed"
+		if head != nil {
+			note = fmt.Sprintf("the Head has advanced since: now generation %d %s (%s %s)", head.Generation, head.Phase, head.Transition.Kind, head.Current.Version)
+		}
+		o.say("apply: preflight %s was committed as generation %d (receipt %s); %s", rec.SelfDigest, r.Generation, e.Name(), note)
+		return &ApplyResult{Outcome: "replayed", Generation: r.Generation, Version: r.Deployment.Version, Transition: r.Transition.Kind,
+			ExpectedHead: head.Expected().String(), Receipt: filepath.Join(rdir, e.Name()), ReceiptState: "replayed", Note: note}, true
+	}
+	return nil, false
+}
+
+// finish publishes (or verifies, or rebuilds) the receipt of a committed Head.
+func (o *Options) finish(h *Head, rdir, outcome string) (*ApplyResult, error) {
+	r, err := ReceiptFromHead(h)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := receipts.Publish(rdir, r, o.SignKey)
+	if err != nil {
+		return nil, fmt.Errorf("receipt: %w", err)
+	}
+	state := "written"
+	switch {
+	case pub.Replayed && outcome == "replayed":
+		state = "replayed"
+	case !pub.Replayed && outcome == "replayed":
+		state = "rebuilt"
+	}
+	o.say("receipt: %s %s (%s)", pub.Path, state, r.SelfDigest)
+	return &ApplyResult{Outcome: outcome, Generation: h.Generation, Version: h.Current.Version, Transition: h.Transition.Kind,
+		ExpectedHead: h.Expected().String(), Receipt: pub.Path, ReceiptState: state, Head: h, receipt: r}, nil
+}

@@ -1,0 +1,331 @@
+package plugin
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// Client-side rate limits for the ceremony. client-go's default of 5 QPS /
+// 10 burst would throttle a deploy of hundreds of objects; the API server's
+// priority and fairness, and 429 Retry-After answers (honoured by
+// client-go), are the real back-pressure.
+const (
+	defaultQPS         = 500
+	defaultBurst       = 1000
+	defaultParallelism = 16
+)
+
+// ceremonyFlags are shared by preflight, apply, resume and rollback.
+type ceremonyFlags struct {
+	parallelism     int
+	qps             float32
+	burst           int
+	timeout         time.Duration
+	receiptsDir     string
+	signKey         string
+	allowSecretData bool
+	secretKeyFile   string
+	output          string
+}
+
+func (f *ceremonyFlags) add(fs *pflag.FlagSet, receiptsFlags bool) {
+	fs.IntVar(&f.parallelism, "parallelism", defaultParallelism, "server-side applies and dry-runs in flight at once within a stage")
+	fs.Float32Var(&f.qps, "qps", defaultQPS, "client-side request rate limit (requests per second); the API server's priority and fairness and 429 Retry-After still apply")
+	fs.IntVar(&f.burst, "burst", defaultBurst, "client-side request burst above --qps")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on waiting for CRDs to be Established and objects to converge")
+	fs.BoolVar(&f.allowSecretData, "allow-secret-data", false, "allow literal Secret data in the release (see docs/lock.md)")
+	fs.StringVar(&f.secretKeyFile, "secret-digest-key-file", "", "key for the keyed digest of Secret values (never written anywhere)")
+	fs.StringVarP(&f.output, "output", "o", "", "output format: json or yaml (the result on stdout; progress stays on stderr)")
+	if receiptsFlags {
+		fs.StringVar(&f.receiptsDir, "receipts-dir", "", "where receipts are published (default: <release dir>/receipts)")
+		fs.StringVar(&f.signKey, "sign-key", "", "Ed25519 private key (PKCS#8 PEM) to sign the receipt with")
+	}
+}
+
+func (f *ceremonyFlags) validate() error {
+	if f.parallelism < 1 || f.parallelism > 256 {
+		return fail.Errorf(fail.Invalid, "--parallelism %d: want 1 to 256", f.parallelism)
+	}
+	if f.qps <= 0 || f.burst < 1 {
+		return fail.Errorf(fail.Invalid, "--qps and --burst must be positive")
+	}
+	if f.timeout <= 0 {
+		return fail.Errorf(fail.Invalid, "--timeout must be positive")
+	}
+	return validateOutput(f.output, "json", "yaml")
+}
+
+// options resolves the flags into ceremony options with a real cluster.
+func (f *ceremonyFlags) options(flags *genericclioptions.ConfigFlags, errOut io.Writer) (ceremony.Options, error) {
+	cfg, err := restConfig(flags)
+	if err != nil {
+		return ceremony.Options{}, err
+	}
+	cfg.QPS, cfg.Burst = f.qps, f.burst
+	cfg.UserAgent = "kubectl-ql3/" + version
+	cl, err := ceremony.NewKubeCluster(cfg)
+	if err != nil {
+		return ceremony.Options{}, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+	}
+	o := ceremony.Options{
+		Cluster:     cl,
+		FS:          filesys.MakeFsOnDisk(),
+		ToolVersion: version,
+		Inventory:   inventory.Options{AllowSecretData: f.allowSecretData},
+		Parallelism: f.parallelism,
+		Timeout:     f.timeout,
+		ReceiptsDir: f.receiptsDir,
+		Progress:    errOut,
+	}
+	if f.secretKeyFile != "" {
+		if o.Inventory.SecretDigestKey, err = readSecretKey(f.secretKeyFile); err != nil {
+			return o, err
+		}
+	}
+	if f.signKey != "" {
+		var key ed25519.PrivateKey
+		if key, err = receipts.LoadSigningKey(f.signKey); err != nil {
+			return o, fail.Wrap(fail.Invalid, fmt.Errorf("--sign-key: %w", err))
+		}
+		o.SignKey = key
+	}
+	return o, nil
+}
+
+func (f *ceremonyFlags) print(w io.Writer, res any, human func()) error {
+	if f.output != "" {
+		return printObject(w, f.output, res)
+	}
+	human()
+	return nil
+}
+
+type preflightOptions struct {
+	flags    *genericclioptions.ConfigFlags
+	streams  genericiooptions.IOStreams
+	cf       ceremonyFlags
+	dir      string
+	kind     string
+	expected string
+	out      string
+	force    bool
+}
+
+func newCmdPreflight(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &preflightOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "preflight DIR --transition install|upgrade|rollback --expected-head TOKEN",
+		Short: "Verify a release against its lock, the cluster and the Head, dry-run it, and write a preflight record",
+		Long: `Preflight is read-only against the cluster. It verifies the release directory
+against its lock, reads the cluster identity and the Head, applies the Head
+rules (install only onto no Head; upgrade only to a strictly greater version
+that keeps every live object; rollback only to the exact previous deployment),
+server-side dry-runs every object, and writes the preflight record without
+replacing any file. Pass the record to "kubectl ql3 apply --preflight".`,
+		Example: `  kubectl ql3 head -n ql3-demo                # prints the expected-Head token
+  kubectl ql3 preflight ./release --transition install --expected-head ql3h1-0-none --out pf.json`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.dir = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.kind, "transition", "", "install, upgrade or rollback (required)")
+	fs.StringVar(&o.expected, "expected-head", "", "the Head token printed by `kubectl ql3 head` (required)")
+	fs.StringVar(&o.out, "out", "", "where to write the preflight record (never replaced; default ql3-preflight-g<N>-<transition>-<version>.json)")
+	fs.BoolVar(&o.force, "force-conflicts", false, "take over fields owned by other field managers (recorded in the command digest)")
+	o.cf.add(fs, false)
+	_ = cmd.MarkFlagRequired("transition")
+	_ = cmd.MarkFlagRequired("expected-head")
+	_ = cmd.RegisterFlagCompletionFunc("transition", fixedCompletion("install", "upgrade", "rollback"))
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *preflightOptions) Validate() error {
+	switch o.kind {
+	case ceremony.TransitionInstall, ceremony.TransitionUpgrade, ceremony.TransitionRollback:
+	default:
+		return fail.Errorf(fail.Invalid, "--transition %q: want install, upgrade or rollback", o.kind)
+	}
+	if _, err := ceremony.ParseExpectedHead(o.expected); err != nil {
+		return err
+	}
+	return o.cf.validate()
+}
+
+func (o *preflightOptions) Run(ctx context.Context) error {
+	exp, _ := ceremony.ParseExpectedHead(o.expected)
+	co, err := o.cf.options(o.flags, o.streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	res, err := ceremony.RunPreflight(ctx, co, ceremony.PreflightRequest{
+		Dir: o.dir, Transition: o.kind, Expected: exp, ForceConflicts: o.force, Out: o.out,
+	})
+	if err != nil {
+		return err
+	}
+	return o.cf.print(o.streams.Out, res, func() {
+		fmt.Fprintf(o.streams.Out, "preflight %s\nrecord: %s\nnext: kubectl ql3 apply --preflight %s\n", res.Record.SelfDigest, res.Path, res.Path)
+	})
+}
+
+type applyOptions struct {
+	flags     *genericclioptions.ConfigFlags
+	streams   genericiooptions.IOStreams
+	cf        ceremonyFlags
+	preflight string
+	dir       string
+	resume    bool
+}
+
+func newCmdApply(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams, resume bool) *cobra.Command {
+	o := &applyOptions{flags: flags, streams: streams, resume: resume}
+	cmd := &cobra.Command{
+		Use:   "apply --preflight FILE [DIR]",
+		Short: "Acquire the Head, server-side apply the release, converge, commit and publish the receipt",
+		Long: `Apply re-verifies the release directory against the preflight record, acquires
+the Head ("applying", by create or resourceVersion compare-and-swap), server-side
+applies every object with the fixed field manager (Namespaces and CRDs first),
+waits for convergence, commits the Head and publishes a no-replace receipt.
+Running it again after a crash or a lost response is always safe: a committed
+preflight is a replay that writes no workload object.`,
+		Example: `  kubectl ql3 apply --preflight pf.json
+  kubectl ql3 apply --preflight pf.json --parallelism 32 --timeout 10m -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.dir = args[0]
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	if resume {
+		cmd.Use = "resume --preflight FILE [DIR]"
+		cmd.Short = "Take over an applying Head with the same preflight and finish it"
+		cmd.Long = `Resume continues a transition whose apply died (the Head is "applying" with this
+preflight's command): it takes the applying intent over with a
+resourceVersion-carrying update that records a new mutation id, re-applies
+every object (server-side apply is idempotent), converges, commits and
+publishes the receipt. It refuses a Head applying any other preflight.`
+		cmd.Example = `  kubectl ql3 resume --preflight pf.json`
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.preflight, "preflight", "", "the preflight record written by `kubectl ql3 preflight` (required)")
+	o.cf.add(fs, true)
+	_ = cmd.MarkFlagRequired("preflight")
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *applyOptions) Validate() error { return o.cf.validate() }
+
+func (o *applyOptions) Run(ctx context.Context) error {
+	rec, err := ceremony.ReadPreflight(o.preflight)
+	if err != nil {
+		return err
+	}
+	co, err := o.cf.options(o.flags, o.streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	res, err := ceremony.RunApply(ctx, co, ceremony.ApplyRequest{Preflight: rec, Dir: o.dir, Resume: o.resume})
+	if err != nil {
+		return err
+	}
+	return o.cf.print(o.streams.Out, res, func() { printApplyResult(o.streams.Out, res) })
+}
+
+func printApplyResult(w io.Writer, res *ceremony.ApplyResult) {
+	fmt.Fprintf(w, "%s: generation %d, %s %s\nreceipt: %s (%s)\n", res.Outcome, res.Generation, res.Transition, res.Version, res.Receipt, res.ReceiptState)
+	if res.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", res.Note)
+	}
+	fmt.Fprintf(w, "expected head for the next preflight: %s\n", res.ExpectedHead)
+}
+
+type rollbackOptions struct {
+	flags    *genericclioptions.ConfigFlags
+	streams  genericiooptions.IOStreams
+	cf       ceremonyFlags
+	dir      string
+	expected string
+	out      string
+}
+
+func newCmdRollback(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &rollbackOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "rollback DIR --expected-head TOKEN",
+		Short: "Roll back to the exact previous deployment (DIR is that release, e.g. from git history)",
+		Long: `Rollback runs preflight with --transition rollback and then apply, in one command.
+DIR must be exactly the Head's previous deployment (same version and lock
+digest), and current, target and previous inventories must be identical. The
+preflight record is written (never replaced) so a crash can be resumed.`,
+		Example: `  git worktree add /tmp/prev HEAD~1
+  kubectl ql3 rollback /tmp/prev/release --expected-head ql3h1-2-… --receipts-dir ./release/receipts`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.dir = args[0]
+			if _, err := ceremony.ParseExpectedHead(o.expected); err != nil {
+				return err
+			}
+			if err := o.cf.validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.expected, "expected-head", "", "the Head token printed by `kubectl ql3 head` (required)")
+	fs.StringVar(&o.out, "out", "", "where to write the preflight record (never replaced)")
+	o.cf.add(fs, true)
+	_ = cmd.MarkFlagRequired("expected-head")
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *rollbackOptions) Run(ctx context.Context) error {
+	exp, _ := ceremony.ParseExpectedHead(o.expected)
+	co, err := o.cf.options(o.flags, o.streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	pf, err := ceremony.RunPreflight(ctx, co, ceremony.PreflightRequest{Dir: o.dir, Transition: ceremony.TransitionRollback, Expected: exp, Out: o.out})
+	if err != nil {
+		return err
+	}
+	res, err := ceremony.RunApply(ctx, co, ceremony.ApplyRequest{Preflight: pf.Record, Dir: o.dir})
+	if err != nil {
+		return fmt.Errorf("%w (preflight record %s: `kubectl ql3 resume --preflight %s` continues)", err, pf.Path, pf.Path)
+	}
+	return o.cf.print(o.streams.Out, res, func() { printApplyResult(o.streams.Out, res) })
+}
+
+func fixedCompletion(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return values, cobra.ShellCompDirectiveNoFileComp
+	}
+}

@@ -1,0 +1,47 @@
+package plugin
+
+import (
+	"bytes"
+	"os"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// restConfig resolves the kubeconfig flags into a client configuration.
+func restConfig(flags *genericclioptions.ConfigFlags) (*rest.Config, error) {
+	cfg, err := flags.ToRESTConfig()
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+func clientset(flags *genericclioptions.ConfigFlags) (*kubernetes.Clientset, error) {
+	cfg, err := restConfig(flags)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+	}
+	return cs, nil
+}
+
+// readSecretKey reads the key for the keyed digest of Secret values. The
+// key is used in memory only and never written anywhere.
+func readSecretKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "--secret-digest-key-file: %w", err)
+	}
+	key = bytes.TrimSpace(key)
+	if len(key) < 16 {
+		return nil, fail.Errorf(fail.Invalid, "--secret-digest-key-file %q: key is %d bytes, want at least 16", path, len(key))
+	}
+	return key, nil
+}

@@ -1,0 +1,53 @@
+package plugin_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+)
+
+var (
+	cp     *testcluster.ControlPlane
+	binary string // the built kubectl-ql3, run as users run it
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ql3-plugin-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "kubectl-ql3")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/qinglong/kubectl-ql3/plugin.version=v0.1.0-test", "-o", binary, "../cmd/kubectl-ql3")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: build kubectl-ql3: %v\n", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	testcluster.Main(m, testcluster.Options{ControllerManager: true, AuditLog: true}, &cp)
+}
+
+// run executes the built plugin and returns stdout, stderr and the exit code.
+func run(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig), env...)
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}

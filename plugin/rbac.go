@@ -1,0 +1,83 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+type rbacOptions struct {
+	flags     *genericclioptions.ConfigFlags
+	streams   genericiooptions.IOStreams
+	dir       string
+	bindUser  string
+	bindGroup string
+	output    string
+}
+
+func newCmdRBAC(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &rbacOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "rbac DIR",
+		Short: "Print the least-privilege Roles and ClusterRole for running the ceremony on a release",
+		Long: `Print the minimal RBAC for running preflight, apply, resume and rollback on the
+release in DIR: get, create and update of the Head ConfigMap in the control
+namespace only; get and patch (server-side apply and its dry-run) on exactly
+the release's objects, by name; get on the kube-system Namespace (the cluster
+identity). Nothing else. The kinds are resolved through the cluster's
+discovery (--context), or from the release's own CRDs.
+Namespaces named by the Roles must exist before the Roles are created.`,
+		Example: `  kubectl ql3 rbac ./release --bind-user ci-deployer | kubectl apply -f -`,
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.dir = args[0]
+			if err := validateOutput(o.output, "json", "yaml"); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.bindUser, "bind-user", "", "also print bindings of the roles to this user")
+	cmd.Flags().StringVar(&o.bindGroup, "bind-group", "", "also print bindings of the roles to this group")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", "output format: yaml (a multi-document stream) or json (a List)")
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *rbacOptions) Run(ctx context.Context) error {
+	mapper, err := o.flags.ToRESTMapper()
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+	}
+	rel, lock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), o.dir, inventory.Options{Mapper: mapper, AllowSecretData: true})
+	if err != nil {
+		return err
+	}
+	objs, err := ceremony.RBAC(rel.Objects, lock.Target.Namespace, mapper, ceremony.RBACSubject{User: o.bindUser, Group: o.bindGroup})
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return printObject(o.streams.Out, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
+	}
+	for i, obj := range objs {
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(o.streams.Out, "---")
+		}
+		o.streams.Out.Write(out)
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package plugin_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/plugin"
+)
+
+func kubeSystemIdentity(t *testing.T) string {
+	t.Helper()
+	ns, err := cp.Clientset().CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inventory.ClusterIdentity(string(ns.UID))
+}
+
+func TestVersionHuman(t *testing.T) {
+	out, stderr, code := run(t, nil, "version")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	want := "Plugin Version: v0.1.0-test\nServer Version: v1.37.2\nCluster Identity: " + kubeSystemIdentity(t) + "\n"
+	if out != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestVersionJSONAndYAML(t *testing.T) {
+	out, stderr, code := run(t, nil, "version", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var v plugin.VersionInfo
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	if v.Plugin.Version != "v0.1.0-test" || v.Server == nil || v.Server.GitVersion != "v1.37.2" || v.ClusterIdentity != kubeSystemIdentity(t) {
+		t.Fatalf("version = %+v (server %+v)", v, v.Server)
+	}
+	yout, _, code := run(t, nil, "version", "-o", "yaml")
+	var vy plugin.VersionInfo
+	if code != 0 || yaml.Unmarshal([]byte(yout), &vy) != nil || vy.ClusterIdentity != v.ClusterIdentity {
+		t.Fatalf("yaml output (exit %d):\n%s", code, yout)
+	}
+}
+
+func TestVersionErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		stderr   string
+		stdoutRE string
+	}{
+		{"bad output", []string{"version", "-o", "xml"}, 2, `error: --output "xml" is not supported`, ""},
+		{"unknown flag", []string{"version", "--bogus"}, 2, "error: unknown flag: --bogus", ""},
+		{"stray argument", []string{"version", "extra"}, 2, `error: unknown command "extra"`, ""},
+		// Nothing listens on port 1: the client part prints, then exit "unavailable".
+		{"unreachable", []string{"version", "--server", "https://127.0.0.1:1", "--insecure-skip-tls-verify"}, 4, "error: server version:", "Plugin Version: v0.1.0-test\n"},
+		{"client only", []string{"version", "--client", "--server", "https://127.0.0.1:1"}, 0, "", "Plugin Version: v0.1.0-test\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, stderr, code := run(t, nil, tt.args...)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tt.code, stderr)
+			}
+			if !strings.HasPrefix(stderr, tt.stderr) || strings.Count(stderr, "error:") > 1 {
+				t.Fatalf("stderr %q, want one error starting %q", stderr, tt.stderr)
+			}
+			if out != tt.stdoutRE {
+				t.Fatalf("stdout %q, want %q", out, tt.stdoutRE)
+			}
+		})
+	}
+}
+
+func TestHelpSaysKubectlQl3(t *testing.T) {
+	out, _, code := run(t, nil, "--help")
+	if code != 0 || !strings.Contains(out, "kubectl ql3 [command]") || !strings.Contains(out, "--kubeconfig") || !strings.Contains(out, "--as-group") {
+		t.Fatalf("help (exit %d):\n%s", code, out)
+	}
+	comp, _, code := run(t, nil, "completion", "bash")
+	if code != 0 || !strings.Contains(comp, "__start_kubectl") && !strings.Contains(comp, "kubectl") {
+		t.Fatalf("completion bash (exit %d) does not look like a bash completion script", code)
+	}
+}
