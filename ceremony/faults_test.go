@@ -1,0 +1,218 @@
+package ceremony_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+func headWrite(ns, method, phase string) func(*http.Request, []byte) bool {
+	return func(r *http.Request, body []byte) bool {
+		if r.Method != method || !strings.Contains(r.URL.Path, "/namespaces/"+ns+"/configmaps") {
+			return false
+		}
+		// JSON escapes head.json inside the ConfigMap; protobuf carries it raw.
+		return bytes.Contains(body, []byte(`\"phase\":\"`+phase+`\"`)) || bytes.Contains(body, []byte(`"phase":"`+phase+`"`))
+	}
+}
+
+func objectApply(ns, resource string) func(*http.Request, []byte) bool {
+	return func(r *http.Request, _ []byte) bool {
+		return r.Method == http.MethodPatch && r.URL.Query().Get("dryRun") == "" &&
+			strings.Contains(r.URL.Path, "/namespaces/"+ns+"/"+resource+"/")
+	}
+}
+
+// A mutation that reaches the server but whose response is lost, at each
+// mutation point: the process settles it by re-reading, and a rerun
+// converges to the same committed Head with no second generation and a
+// byte-identical receipt.
+func TestLostResponseAtEveryMutationPoint(t *testing.T) {
+	tests := []struct {
+		name    string
+		upgrade bool // inject during the upgrade (Head update) instead of the install (Head create)
+		match   func(ns string) func(*http.Request, []byte) bool
+	}{
+		{"head create", false, func(ns string) func(*http.Request, []byte) bool { return headWrite(ns, http.MethodPost, "applying") }},
+		{"head acquire", true, func(ns string) func(*http.Request, []byte) bool { return headWrite(ns, http.MethodPut, "applying") }},
+		{"object apply", false, func(ns string) func(*http.Request, []byte) bool { return objectApply(ns, "deployments") }},
+		{"head commit on install", false, func(ns string) func(*http.Request, []byte) bool { return headWrite(ns, http.MethodPut, "committed") }},
+		{"head commit on upgrade", true, func(ns string) func(*http.Request, []byte) bool { return headWrite(ns, http.MethodPut, "committed") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := targetNamespace(t)
+			v300 := release(t, "v3.0.0", ns, "")
+			v310 := release(t, "v3.1.0", ns, "")
+			rdir := t.TempDir()
+			clean := options(t, cluster(t, userConfig(t, "clean", "system:masters")), rdir)
+			dir, kind, exp, gen := v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}, int64(1)
+			if tt.upgrade {
+				deploy(t, clean, v300, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+				dir, kind, exp, gen = v310, ceremony.TransitionUpgrade, headOf(t, ns).Expected(), 2
+			}
+			pf := preflight(t, clean, dir, kind, exp)
+
+			cfg, drop := withDrop(userConfig(t, "faulty", "system:masters"), tt.match(ns))
+			faulty := options(t, cluster(t, cfg), rdir)
+			first, err := ceremony.RunApply(context.Background(), faulty, ceremony.ApplyRequest{Preflight: pf.Record})
+			if drop.fired.Load() == 0 {
+				t.Fatal("the fault never fired: the test exercised nothing")
+			}
+			if err != nil && !fail.Is(err, fail.Unavailable) {
+				t.Fatalf("apply with a lost response: %v (class %v), want success or unavailable", err, fail.ClassOf(err))
+			}
+			h := headOf(t, ns)
+			if err == nil && (first.Outcome != "committed" || h.Phase != ceremony.PhaseCommitted) {
+				t.Fatalf("apply said %+v, head is %s", first, h.Phase)
+			}
+			// Rerun the very same command: it must converge, never make a second generation.
+			again, err := ceremony.RunApply(context.Background(), clean, ceremony.ApplyRequest{Preflight: pf.Record, Resume: h.Phase == ceremony.PhaseApplying})
+			if err != nil {
+				t.Fatalf("rerun: %v", err)
+			}
+			h = headOf(t, ns)
+			if h.Phase != ceremony.PhaseCommitted || h.Generation != gen || h.Transition.PreflightDigest != pf.Record.SelfDigest {
+				t.Fatalf("after rerun: generation %d %s (preflight %s), want generation %d committed with %s", h.Generation, h.Phase, h.Transition.PreflightDigest, gen, pf.Record.SelfDigest)
+			}
+			entries, _ := os.ReadDir(rdir)
+			if len(entries) != int(gen) {
+				t.Fatalf("receipts dir holds %d files, want %d", len(entries), gen)
+			}
+			want := readBytes(t, again.Receipt)
+			// A third run is a pure replay: same bytes, nothing written.
+			third, err := ceremony.RunApply(context.Background(), clean, ceremony.ApplyRequest{Preflight: pf.Record})
+			if err != nil || third.Outcome != "replayed" || third.ReceiptState != "replayed" || !bytes.Equal(readBytes(t, third.Receipt), want) {
+				t.Fatalf("replay: %+v, %v", third, err)
+			}
+			// Deleting the receipt and rerunning rebuilds identical bytes from the Head.
+			if err := os.Remove(again.Receipt); err != nil {
+				t.Fatal(err)
+			}
+			rebuilt, err := ceremony.RunApply(context.Background(), clean, ceremony.ApplyRequest{Preflight: pf.Record})
+			if err != nil || rebuilt.ReceiptState != "rebuilt" || !bytes.Equal(readBytes(t, rebuilt.Receipt), want) {
+				t.Fatalf("rebuild: %+v, %v", rebuilt, err)
+			}
+		})
+	}
+}
+
+func readBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// Every tamper class of ceremony.md §4 is refused with "tamper", and the
+// Head is left exactly as the tamperer left it: never repaired.
+func TestHeadTamperClasses(t *testing.T) {
+	ns := targetNamespace(t)
+	v300 := release(t, "v3.0.0", ns, "")
+	v310 := release(t, "v3.1.0", ns, "")
+	o := options(t, cluster(t, userConfig(t, "tamper-test", "system:masters")), t.TempDir())
+	deploy(t, o, v300, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	good := headOf(t, ns)
+	pf := preflight(t, o, v310, ceremony.TransitionUpgrade, good.Expected())
+	cms := cp.Clientset().CoreV1().ConfigMaps(ns)
+	ctx := context.Background()
+	original, err := cms.Get(ctx, ceremony.HeadName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	headJSON := original.Data[ceremony.HeadKey]
+	// An owner that exists, or the garbage collector deletes the Head.
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name   string
+		mutate func(cm *corev1.ConfigMap)
+	}{
+		{"extra data key", func(cm *corev1.ConfigMap) { cm.Data["extra"] = "x" }},
+		{"binaryData", func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"b": {1}} }},
+		{"finalizer", func(cm *corev1.ConfigMap) { cm.Finalizers = []string{"example.com/hold"} }},
+		{"owner reference", func(cm *corev1.ConfigMap) {
+			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}
+		}},
+		{"label changed", func(cm *corev1.ConfigMap) { cm.Labels[ceremony.LabelHeadSchema] = "v0" }},
+		{"extra label", func(cm *corev1.ConfigMap) { cm.Labels["team"] = "x" }},
+		{"extra annotation", func(cm *corev1.ConfigMap) { cm.Annotations["note"] = "x" }},
+		{"annotation digest mismatch", func(cm *corev1.ConfigMap) {
+			cm.Annotations[ceremony.AnnotationSelfDigest] = "sha256:" + strings.Repeat("a", 64)
+		}},
+		{"non-canonical json", func(cm *corev1.ConfigMap) { cm.Data[ceremony.HeadKey] = " " + headJSON }},
+		{"unknown field", func(cm *corev1.ConfigMap) {
+			cm.Data[ceremony.HeadKey] = strings.Replace(headJSON, `{"current"`, `{"comment":"x","current"`, 1)
+		}},
+		{"content edited", func(cm *corev1.ConfigMap) {
+			cm.Data[ceremony.HeadKey] = strings.Replace(headJSON, `"version":"3.0.0"`, `"version":"3.0.1"`, 1)
+		}},
+		{"key renamed", func(cm *corev1.ConfigMap) {
+			cm.Data = map[string]string{"head.yaml": headJSON}
+		}},
+		{"oversize", func(cm *corev1.ConfigMap) {
+			cm.Data[ceremony.HeadKey] = headJSON + strings.Repeat(" ", ceremony.HeadMaxBytes)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cur, err := cms.Get(ctx, ceremony.HeadName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tampered := cur.DeepCopy()
+			tampered.Labels, tampered.Annotations, tampered.Data = copyMap(original.Labels), copyMap(original.Annotations), copyMap(original.Data)
+			tampered.Finalizers, tampered.OwnerReferences, tampered.BinaryData = nil, nil, nil
+			tt.mutate(tampered)
+			written, err := cms.Update(ctx, tampered, metav1.UpdateOptions{})
+			if err != nil {
+				t.Fatalf("tamper: %v", err)
+			}
+			_, err = ceremony.RunApply(ctx, o, ceremony.ApplyRequest{Preflight: pf.Record})
+			if !fail.Is(err, fail.Tamper) {
+				t.Fatalf("apply on a tampered Head: %v (class %v), want tamper", err, fail.ClassOf(err))
+			}
+			_, err = ceremony.RunPreflight(ctx, o, ceremony.PreflightRequest{Dir: v310, Transition: "upgrade", Expected: good.Expected(), Out: filepath.Join(t.TempDir(), "pf.json")})
+			if !fail.Is(err, fail.Tamper) {
+				t.Fatalf("preflight on a tampered Head: %v, want tamper", err)
+			}
+			after, err := cms.Get(ctx, ceremony.HeadName, metav1.GetOptions{})
+			if err != nil || after.ResourceVersion != written.ResourceVersion {
+				t.Fatalf("the tampered Head was touched (rv %s -> %s): %v", written.ResourceVersion, after.ResourceVersion, err)
+			}
+		})
+	}
+	// Restore the genuine Head: the ceremony continues from it.
+	cur, _ := cms.Get(ctx, ceremony.HeadName, metav1.GetOptions{})
+	restored := original.DeepCopy()
+	restored.ResourceVersion = cur.ResourceVersion
+	if _, err := cms.Update(ctx, restored, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ceremony.RunApply(ctx, o, ceremony.ApplyRequest{Preflight: pf.Record}); err != nil {
+		t.Fatalf("apply after restoring the genuine Head: %v", err)
+	}
+}
+
+func copyMap[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
