@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,8 +28,11 @@ type RBACSubject struct {
 // RBAC returns the least privilege for running the ceremony on a release:
 // get, create and update of the Head ConfigMap in the control namespace
 // only; get and patch (server-side apply and its dry-run) on exactly the
-// inventory's objects, by name; get on the kube-system Namespace (the
-// cluster identity). Nothing else.
+// inventory's objects, by name, and create on their kinds (server-side
+// apply of a new object is a create, which RBAC cannot limit by name);
+// escalate on the release's own Roles and bind on the roles its bindings
+// reference (RBAC's escalation checks); get on the kube-system Namespace
+// (the cluster identity). Nothing else.
 func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTMapper, subj RBACSubject) ([]any, error) {
 	type key struct{ group, resource string }
 	crds := map[schema.GroupKind]struct {
@@ -74,14 +78,50 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 			cluster[k] = append(cluster[k], u.GetName())
 		}
 	}
-	rules := func(m map[key][]string) []rbacv1.PolicyRule {
-		keys := slices.SortedFunc(maps.Keys(m), func(a, b key) int {
-			return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.resource, b.resource))
-		})
+	// RBAC's own escalation checks: creating a Role needs escalate on it,
+	// a binding needs bind on the role it references.
+	extra := map[string]map[key][]string{} // namespace ("" = cluster) -> (group, resource) -> names, for escalate and bind
+	addExtra := func(ns string, k key, name string) {
+		if extra[ns] == nil {
+			extra[ns] = map[key][]string{}
+		}
+		extra[ns][k] = append(extra[ns][k], name)
+	}
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		if gvk.Group != rbacv1.GroupName {
+			continue
+		}
+		switch gvk.Kind {
+		case "Role":
+			addExtra(u.GetNamespace(), key{rbacv1.GroupName, "roles:escalate"}, u.GetName())
+		case "ClusterRole":
+			addExtra("", key{rbacv1.GroupName, "clusterroles:escalate"}, u.GetName())
+		case "RoleBinding", "ClusterRoleBinding":
+			kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind")
+			name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
+			res := "roles"
+			if kind == "ClusterRole" {
+				res = "clusterroles"
+			}
+			addExtra(u.GetNamespace(), key{rbacv1.GroupName, res + ":bind"}, name)
+		}
+	}
+	rules := func(m map[key][]string, x map[key][]string) []rbacv1.PolicyRule {
+		byKey := func(a, b key) int { return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.resource, b.resource)) }
 		var out []rbacv1.PolicyRule
-		for _, k := range keys {
+		for _, k := range slices.SortedFunc(maps.Keys(m), byKey) {
 			names := slices.Compact(slices.Sorted(slices.Values(m[k])))
-			out = append(out, rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: []string{"get", "patch"}, ResourceNames: names})
+			out = append(out,
+				rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: []string{"get", "patch"}, ResourceNames: names},
+				// Server-side apply of an object that does not exist yet is a
+				// create, which RBAC cannot limit by name.
+				rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: []string{"create"}})
+		}
+		for _, k := range slices.SortedFunc(maps.Keys(x), byKey) {
+			res, verb, _ := strings.Cut(k.resource, ":")
+			names := slices.Compact(slices.Sorted(slices.Values(x[k])))
+			out = append(out, rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{res}, Verbs: []string{verb}, ResourceNames: names})
 		}
 		return out
 	}
@@ -90,7 +130,7 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 		namespaced[controlNS] = map[key][]string{}
 	}
 	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
-		r := rules(namespaced[ns])
+		r := rules(namespaced[ns], extra[ns])
 		if ns == controlNS {
 			r = append([]rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{HeadName}},
@@ -113,7 +153,7 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 		ObjectMeta: metav1.ObjectMeta{Name: clusterName},
 		Rules: append([]rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
-		}, rules(cluster)...),
+		}, rules(cluster, extra[""])...),
 	})
 	if b := binding(subj, "ClusterRole", clusterName, ""); b != nil {
 		out = append(out, b)
