@@ -4,8 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -59,8 +63,13 @@ func Canonical(v any) ([]byte, error) {
 	return CanonicalizeJSON(raw)
 }
 
-// CanonicalizeJSON canonicalises JSON text per RFC 8785.
+// CanonicalizeJSON canonicalises JSON text per RFC 8785. Input that is not
+// I-JSON (RFC 7493), as RFC 8785 requires, is rejected: invalid UTF-8 and
+// lone UTF-16 surrogate escapes have no canonical form.
 func CanonicalizeJSON(raw []byte) ([]byte, error) {
+	if err := checkUnicode(raw); err != nil {
+		return nil, fmt.Errorf("canonical json: %w", err)
+	}
 	out, err := jcs.Transform(raw)
 	if err != nil {
 		return nil, fmt.Errorf("canonical json: %w", err)
@@ -81,4 +90,43 @@ func DigestOf(domain string, v any) (string, error) {
 // the kube-system Namespace UID.
 func ClusterIdentity(kubeSystemUID string) string {
 	return DigestBytes(DomainClusterIdentity, []byte(kubeSystemUID))
+}
+
+// checkUnicode rejects text that is not JSON, or that has invalid UTF-8 or
+// a \u escape of a UTF-16 surrogate outside a high-low pair.
+func checkUnicode(raw []byte) error {
+	if !utf8.Valid(raw) {
+		return errors.New("invalid UTF-8")
+	}
+	if !json.Valid(raw) {
+		return errors.New("invalid JSON")
+	}
+	surrogate := func(i int) (rune, bool) { // the \uXXXX escape at raw[i:], if any
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(n), err == nil && utf16.IsSurrogate(rune(n))
+	}
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\':
+			r, ok := surrogate(i)
+			if !ok {
+				i++ // skip the escaped character
+				continue
+			}
+			if low, ok := surrogate(i + 6); r < 0xdc00 && ok && low >= 0xdc00 {
+				i += 11
+				continue
+			}
+			return fmt.Errorf("lone surrogate \\u%04x at offset %d", r, i)
+		}
+	}
+	return nil
 }

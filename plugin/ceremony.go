@@ -15,7 +15,6 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -31,15 +30,14 @@ const (
 
 // ceremonyFlags are shared by preflight, apply, resume and rollback.
 type ceremonyFlags struct {
-	parallelism     int
-	qps             float32
-	burst           int
-	timeout         time.Duration
-	receiptsDir     string
-	signKey         string
-	allowSecretData bool
-	secretKeyFile   string
-	output          string
+	parallelism int
+	qps         float32
+	burst       int
+	timeout     time.Duration
+	receiptsDir string
+	signKey     string
+	secrets     secretFlags
+	output      string
 }
 
 func (f *ceremonyFlags) add(fs *pflag.FlagSet, receiptsFlags bool) {
@@ -47,8 +45,7 @@ func (f *ceremonyFlags) add(fs *pflag.FlagSet, receiptsFlags bool) {
 	fs.Float32Var(&f.qps, "qps", defaultQPS, "client-side request rate limit (requests per second); the API server's priority and fairness and 429 Retry-After still apply")
 	fs.IntVar(&f.burst, "burst", defaultBurst, "client-side request burst above --qps")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on waiting for CRDs to be Established and objects to converge")
-	fs.BoolVar(&f.allowSecretData, "allow-secret-data", false, "allow literal Secret data in the release (see docs/lock.md)")
-	fs.StringVar(&f.secretKeyFile, "secret-digest-key-file", "", "key for the keyed digest of Secret values (never written anywhere)")
+	f.secrets.add(fs)
 	fs.StringVarP(&f.output, "output", "o", "", "output format: json or yaml (the result on stdout; progress stays on stderr)")
 	if receiptsFlags {
 		fs.StringVar(&f.receiptsDir, "receipts-dir", "", "where receipts are published (default: <release dir>/receipts)")
@@ -66,6 +63,9 @@ func (f *ceremonyFlags) validate() error {
 	if f.timeout <= 0 {
 		return fail.Errorf(fail.Invalid, "--timeout must be positive")
 	}
+	if err := f.secrets.validate(); err != nil {
+		return err
+	}
 	return validateOutput(f.output, "json", "yaml")
 }
 
@@ -81,20 +81,19 @@ func (f *ceremonyFlags) options(flags *genericclioptions.ConfigFlags, errOut io.
 	if err != nil {
 		return ceremony.Options{}, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 	}
+	inv, err := f.secrets.options()
+	if err != nil {
+		return ceremony.Options{}, err
+	}
 	o := ceremony.Options{
 		Cluster:     cl,
 		FS:          filesys.MakeFsOnDisk(),
 		ToolVersion: version,
-		Inventory:   inventory.Options{AllowSecretData: f.allowSecretData},
+		Inventory:   inv,
 		Parallelism: f.parallelism,
 		Timeout:     f.timeout,
 		ReceiptsDir: f.receiptsDir,
 		Progress:    errOut,
-	}
-	if f.secretKeyFile != "" {
-		if o.Inventory.SecretDigestKey, err = readSecretKey(f.secretKeyFile); err != nil {
-			return o, err
-		}
 	}
 	if f.signKey != "" {
 		var key ed25519.PrivateKey

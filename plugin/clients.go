@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
 // restConfig resolves the kubeconfig flags into a client configuration.
@@ -40,8 +41,8 @@ func readSecretKey(path string) ([]byte, error) {
 		return nil, fail.Errorf(fail.Invalid, "--secret-digest-key-file: %w", err)
 	}
 	key = bytes.TrimSpace(key)
-	if len(key) < 16 {
-		return nil, fail.Errorf(fail.Invalid, "--secret-digest-key-file %q: key is %d bytes, want at least 16", path, len(key))
+	if len(key) < inventory.MinSecretDigestKeyLen {
+		return nil, fail.Errorf(fail.Invalid, "--secret-digest-key-file %q: key is %d bytes, want at least %d", path, len(key), inventory.MinSecretDigestKeyLen)
 	}
 	return key, nil
 }

@@ -22,6 +22,7 @@ type rbacOptions struct {
 	bindUser  string
 	bindGroup string
 	output    string
+	secrets   secretFlags
 }
 
 func newCmdRBAC(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -43,11 +44,15 @@ Namespaces named by the Roles must exist before the Roles are created.`,
 			if err := validateOutput(o.output, "json", "yaml"); err != nil {
 				return err
 			}
+			if err := o.secrets.validate(); err != nil {
+				return err
+			}
 			return o.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&o.bindUser, "bind-user", "", "also print bindings of the roles to this user")
 	cmd.Flags().StringVar(&o.bindGroup, "bind-group", "", "also print bindings of the roles to this group")
+	o.secrets.add(cmd.Flags())
 	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", "output format: yaml (a multi-document stream) or json (a List)")
 	registerOutputCompletion(cmd)
 	return cmd
@@ -58,7 +63,12 @@ func (o *rbacOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 	}
-	rel, lock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), o.dir, inventory.Options{Mapper: mapper, AllowSecretData: true})
+	opts, err := o.secrets.options()
+	if err != nil {
+		return err
+	}
+	opts.Mapper = mapper
+	rel, lock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), o.dir, opts)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,150 @@
+package inventory
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// docBlockRE matches a fenced block whose info string carries a role, e.g.
+// "```json canonical=source".
+var docBlockRE = regexp.MustCompile("(?ms)^```[a-z]+ (file|canonical|digest|input|lock)=(\\S+)\n(.*?)^```$")
+
+// TestDigestsDoc recomputes every worked example in docs/digests.md from its
+// documented inputs, independently of Render where the algorithm allows.
+func TestDigestsDoc(t *testing.T) {
+	doc, err := os.ReadFile("../docs/digests.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string]string{}
+	files := map[string]string{}
+	for _, m := range docBlockRE.FindAllStringSubmatch(string(doc), -1) {
+		role, name, body := m[1], m[2], m[3]
+		if role == "file" {
+			files["/example/"+name] = body
+			continue
+		}
+		if role != "lock" {
+			body = strings.TrimSuffix(body, "\n")
+		}
+		if _, dup := blocks[role+"="+name]; dup {
+			t.Fatalf("two %s=%s blocks", role, name)
+		}
+		blocks[role+"="+name] = body
+	}
+	need := func(key string) string {
+		t.Helper()
+		v, ok := blocks[key]
+		if !ok {
+			t.Fatalf("docs/digests.md has no %s block", key)
+		}
+		return v
+	}
+	if len(files) != 2 {
+		t.Fatalf("example files: %d", len(files))
+	}
+
+	// The source digest, by the documented algorithm alone.
+	var entries []SourceFile
+	for p, data := range files {
+		sum := sha256.Sum256([]byte(data))
+		entries = append(entries, SourceFile{Path: strings.TrimPrefix(p, "/example/"), Digest: "sha256:" + hex.EncodeToString(sum[:])})
+	}
+	slices.SortFunc(entries, func(a, b SourceFile) int { return strings.Compare(a.Path, b.Path) })
+	checkCanonical(t, "source", entries, need("canonical=source"), need("digest=source"))
+
+	// Render the example and compare with the documented values.
+	r, err := Render(memFS(t, files), "/example", Options{})
+	if err != nil {
+		t.Fatalf("render the example: %v", err)
+	}
+	if r.SourceDigest != need("digest=source") {
+		t.Errorf("render: source digest %s, doc says %s", r.SourceDigest, need("digest=source"))
+	}
+	checkCanonical(t, "inventory", r.Inventory, need("canonical=inventory"), need("digest=inventory"))
+	if r.InventoryDigest != need("digest=inventory") {
+		t.Errorf("render: inventory digest %s", r.InventoryDigest)
+	}
+	var objs []map[string]any
+	for _, o := range r.RedactedObjects() {
+		objs = append(objs, o.Object)
+	}
+	checkCanonical(t, "render", objs, need("canonical=render"), need("digest=render"))
+	if r.RenderDigest != need("digest=render") {
+		t.Errorf("render: render digest %s", r.RenderDigest)
+	}
+
+	// Cluster identity.
+	if got := ClusterIdentity(need("input=cluster-identity")); got != need("digest=cluster-identity") {
+		t.Errorf("cluster identity %s, doc says %s", got, need("digest=cluster-identity"))
+	}
+
+	// The lock: well-formed, bound to the example, digest as documented.
+	l, err := ParseLock([]byte(need("lock=example")))
+	if err != nil {
+		t.Fatalf("example lock: %v", err)
+	}
+	if l.Source.Digest != r.SourceDigest || l.Render.Digest != r.RenderDigest || l.Render.InventoryDigest != r.InventoryDigest ||
+		l.Target.ClusterIdentity != need("digest=cluster-identity") {
+		t.Errorf("example lock does not bind the example: %+v", l)
+	}
+	// The example has no workloads: only the role surface and the control
+	// namespace derived from it may differ.
+	var le *LockError
+	if err := VerifyLock(l, r); !errors.As(err, &le) {
+		t.Errorf("verify = %v", err)
+	} else {
+		var fields []string
+		for _, f := range le.Fields {
+			fields = append(fields, f.Field)
+		}
+		if !slices.Equal(fields, []string{"release.roles", "target.namespace"}) {
+			t.Errorf("verify reports %q:\n%v", fields, err)
+		}
+	}
+	checkCanonical(t, "lock", l, need("canonical=lock"), need("digest=lock"))
+	if d, _ := l.Digest(); d != need("digest=lock") {
+		t.Errorf("Lock.Digest %s, doc says %s", d, need("digest=lock"))
+	}
+
+	// A Secret value's keyed digest, by the documented formula and by the code.
+	var in struct{ Key, Namespace, Name, Field, DataKey, Value string }
+	if err := json.Unmarshal([]byte(need("input=secret-value")), &in); err != nil {
+		t.Fatal(err)
+	}
+	m := hmac.New(sha256.New, []byte(in.Key))
+	m.Write([]byte("kubectl-ql3/secret-value/v1\x00" + in.Namespace + "\x00" + in.Name + "\x00" + in.Field + "\x00" + in.DataKey + "\x00" + in.Value))
+	manual := "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+	code := SecretValueDigest([]byte(in.Key), in.Namespace, in.Name, in.Field, in.DataKey, []byte(in.Value))
+	if manual != need("digest=secret-value") || code != manual {
+		t.Errorf("secret value digest: formula %s, code %s, doc %s", manual, code, need("digest=secret-value"))
+	}
+}
+
+// checkCanonical checks that v canonicalises to the documented text and that
+// the documented digest is digest(domain, that text), computed by hand.
+func checkCanonical(t *testing.T, domain string, v any, wantCanonical, wantDigest string) {
+	t.Helper()
+	got, err := Canonical(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != wantCanonical {
+		t.Errorf("%s canonical JSON:\n got %s\nwant %s", domain, got, wantCanonical)
+	}
+	sum := sha256.Sum256([]byte("kubectl-ql3/" + domain + "/v1\x00" + wantCanonical))
+	if d := "sha256:" + hex.EncodeToString(sum[:]); d != wantDigest {
+		t.Errorf("%s digest: computed %s, doc says %s", domain, d, wantDigest)
+	}
+	if d, _ := DigestOf(domain, v); d != wantDigest {
+		t.Errorf("%s: DigestOf %s, doc says %s", domain, d, wantDigest)
+	}
+}

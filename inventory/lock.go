@@ -1,0 +1,648 @@
+package inventory
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	yamlv3 "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+const (
+	// LockFile is the lock's name inside a release directory.
+	LockFile = "ql3.lock.yaml"
+	// LockSchema is the lock's schema field.
+	LockSchema = "kubectl-ql3/lock@v1"
+	// ToolName is the tool.name every lock carries.
+	ToolName = "kubectl-ql3"
+	// FieldManager is the fixed server-side apply field manager.
+	FieldManager = "kubectl-ql3"
+)
+
+// Lock is a parsed ql3.lock.yaml (docs/lock.md). The YAML field order is
+// the struct order; the lock digest is over canonical JSON and ignores it.
+type Lock struct {
+	Schema  string      `json:"schema" yaml:"schema"`
+	Release LockRelease `json:"release" yaml:"release"`
+	Target  LockTarget  `json:"target" yaml:"target"`
+	Tool    LockTool    `json:"tool" yaml:"tool"`
+	Images  []string    `json:"images" yaml:"images"`
+	Source  LockSource  `json:"source" yaml:"source"`
+	Render  LockRender  `json:"render" yaml:"render"`
+}
+
+// LockRelease is the release a lock binds.
+type LockRelease struct {
+	// Version is strict SemVer 2.0.0, without a leading "v".
+	Version string `json:"version" yaml:"version"`
+	// Roles is the role surface: exactly ProductionRoles.
+	Roles []string `json:"roles" yaml:"roles,flow"`
+}
+
+// LockTarget is the cluster and namespace a lock is for.
+type LockTarget struct {
+	// ClusterIdentity is the digest of the target's kube-system Namespace UID.
+	ClusterIdentity string `json:"clusterIdentity" yaml:"clusterIdentity"`
+	// Namespace is the release's control namespace, where the Head lives.
+	Namespace string `json:"namespace" yaml:"namespace"`
+}
+
+// LockTool is the tool authority a lock requires.
+type LockTool struct {
+	Name string `json:"name" yaml:"name"`
+	// Constraint is a SemVer constraint the running plugin must satisfy.
+	Constraint   string `json:"constraint" yaml:"constraint"`
+	FieldManager string `json:"fieldManager" yaml:"fieldManager"`
+}
+
+// LockSource binds the files the kustomization reads.
+type LockSource struct {
+	Digest string       `json:"digest" yaml:"digest"`
+	Files  []SourceFile `json:"files" yaml:"files"`
+}
+
+// LockRender binds the rendered objects.
+type LockRender struct {
+	Digest          string `json:"digest" yaml:"digest"`
+	InventoryDigest string `json:"inventoryDigest" yaml:"inventoryDigest"`
+	Count           int    `json:"count" yaml:"count"`
+	// SecretValuesCovered is false when the render holds Secret values that
+	// no digest binds (allowed Secret data without a key).
+	SecretValuesCovered bool       `json:"secretValuesCovered" yaml:"secretValuesCovered"`
+	Inventory           []Identity `json:"inventory" yaml:"inventory"`
+}
+
+// FieldError is one problem with one field of a lock, or one field in which
+// a lock and its release differ.
+type FieldError struct {
+	// Field is the path in the lock, such as "render.count" or "images[2]".
+	Field  string
+	Detail string
+}
+
+func (e FieldError) String() string { return e.Field + ": " + e.Detail }
+
+// LockError lists every problem found in a lock, or every difference
+// between a lock and its release, field by field.
+type LockError struct {
+	Summary string
+	Fields  []FieldError
+}
+
+func (e *LockError) Error() string {
+	if len(e.Fields) == 1 {
+		return e.Summary + ": " + e.Fields[0].String()
+	}
+	var b strings.Builder
+	b.WriteString(e.Summary)
+	b.WriteString(":")
+	for _, f := range e.Fields {
+		b.WriteString("\n  ")
+		b.WriteString(f.String())
+	}
+	return b.String()
+}
+
+func lockError(summary string, fields []FieldError) error {
+	return fail.Wrap(fail.Invalid, &LockError{Summary: summary, Fields: fields})
+}
+
+// ParseLock parses a lock strictly: YAML syntax, duplicate keys, unknown
+// fields, wrong types and every field's value are checked, and the error
+// names each offending field. The error is fail.Invalid.
+func ParseLock(data []byte) (*Lock, error) {
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "invalid lock: not valid YAML: %w", err)
+	}
+	switch n, err := yamlDocuments(data); {
+	case err != nil:
+		return nil, fail.Errorf(fail.Invalid, "invalid lock: not valid YAML: document %d: %w", n, err)
+	case n > 1:
+		return nil, fail.Errorf(fail.Invalid, "invalid lock: want one YAML document, got %d", n)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fail.Errorf(fail.Invalid, "invalid lock: %w", err)
+	}
+	if raw == nil {
+		return nil, fail.Errorf(fail.Invalid, "invalid lock: the document is empty")
+	}
+	var errs []FieldError
+	checkShape(raw, reflect.TypeFor[Lock](), "", &errs)
+	if len(errs) > 0 {
+		return nil, lockError("invalid lock", errs)
+	}
+	var l Lock
+	dec = json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return nil, fail.Errorf(fail.Invalid, "invalid lock: %w", err)
+	}
+	if errs := l.validate(); len(errs) > 0 {
+		return nil, lockError("invalid lock", errs)
+	}
+	return &l, nil
+}
+
+// yamlDocuments counts the YAML documents in data, so that nothing hides
+// after a "---" that the JSON conversion would ignore.
+func yamlDocuments(data []byte) (int, error) {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	n := 0
+	for {
+		var doc yamlv3.Node
+		switch err := dec.Decode(&doc); {
+		case errors.Is(err, io.EOF):
+			return n, nil
+		case err != nil:
+			return n + 1, err
+		}
+		n++
+	}
+}
+
+// checkShape reports unknown fields and values of the wrong type in v, the
+// generic decoding of a lock, against the struct type t. Null counts as
+// absent; validate reports absent required fields.
+func checkShape(v any, t reflect.Type, path string, errs *[]FieldError) {
+	if v == nil {
+		return
+	}
+	bad := func(want string) {
+		*errs = append(*errs, FieldError{Field: orRoot(path), Detail: fmt.Sprintf("want %s, got %s", want, jsonKind(v))})
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			bad("a mapping")
+			return
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			fields[name] = t.Field(i).Type
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			ft, ok := fields[k]
+			if !ok {
+				*errs = append(*errs, FieldError{Field: p, Detail: "unknown field"})
+				continue
+			}
+			checkShape(m[k], ft, p, errs)
+		}
+	case reflect.Slice:
+		list, ok := v.([]any)
+		if !ok {
+			bad("a list")
+			return
+		}
+		for i, item := range list {
+			checkShape(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			bad("a string")
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			bad("a boolean")
+		}
+	case reflect.Int:
+		n, ok := v.(json.Number)
+		if !ok {
+			bad("an integer")
+			return
+		}
+		if i, err := n.Int64(); err != nil || i < 0 || i > 1<<31-1 {
+			*errs = append(*errs, FieldError{Field: path, Detail: fmt.Sprintf("%s is not an integer in [0, 2147483647]", n)})
+		}
+	}
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "(document)"
+	}
+	return path
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+var dns1123Label = validation.IsDNS1123Label
+
+// validate checks every field's value and the lock's internal consistency.
+func (l *Lock) validate() []FieldError {
+	var errs []FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+	}
+	digest := func(field, v string) {
+		if !IsDigest(v) {
+			add(field, "%q is not a digest (sha256: and 64 lowercase hex digits)", v)
+		}
+	}
+	required := func(field, v string) bool {
+		if v == "" {
+			add(field, "required")
+		}
+		return v != ""
+	}
+
+	if l.Schema != LockSchema {
+		add("schema", "%q is not %q", l.Schema, LockSchema)
+	}
+	if required("release.version", l.Release.Version) {
+		if _, err := semver.StrictNewVersion(l.Release.Version); err != nil {
+			add("release.version", "%q is not strict SemVer 2.0.0 (MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD], no leading \"v\")", l.Release.Version)
+		}
+	}
+	if !slices.Equal(l.Release.Roles, ProductionRoles()) {
+		add("release.roles", "%q is not the production role surface %q", l.Release.Roles, ProductionRoles())
+	}
+
+	if required("target.clusterIdentity", l.Target.ClusterIdentity) {
+		digest("target.clusterIdentity", l.Target.ClusterIdentity)
+	}
+	if required("target.namespace", l.Target.Namespace) {
+		if msgs := dns1123Label(l.Target.Namespace); len(msgs) > 0 {
+			add("target.namespace", "%q is not a namespace name: %s", l.Target.Namespace, strings.Join(msgs, "; "))
+		}
+	}
+
+	if l.Tool.Name != ToolName {
+		add("tool.name", "%q is not %q", l.Tool.Name, ToolName)
+	}
+	if required("tool.constraint", l.Tool.Constraint) {
+		if _, err := semver.NewConstraint(l.Tool.Constraint); err != nil {
+			add("tool.constraint", "%q is not a SemVer constraint: %v", l.Tool.Constraint, err)
+		}
+	}
+	if l.Tool.FieldManager != FieldManager {
+		add("tool.fieldManager", "%q is not %q", l.Tool.FieldManager, FieldManager)
+	}
+
+	if l.Images == nil {
+		add("images", "required")
+	}
+	for i, img := range l.Images {
+		field := fmt.Sprintf("images[%d]", i)
+		switch {
+		case !IsPinnedImage(img):
+			add(field, "%q is not pinned by digest (name[:tag]@sha256:<64 lowercase hex>)", img)
+		case i > 0 && img <= l.Images[i-1]:
+			add(field, "%q is out of order or repeated after %q", img, l.Images[i-1])
+		}
+	}
+
+	if required("source.digest", l.Source.Digest) {
+		digest("source.digest", l.Source.Digest)
+	}
+	if len(l.Source.Files) == 0 {
+		add("source.files", "required")
+	}
+	keyedFiles, redactedFiles := false, false
+	for i, f := range l.Source.Files {
+		field := fmt.Sprintf("source.files[%d]", i)
+		switch {
+		case !cleanRelPath(f.Path) || f.Path == LockFile:
+			add(field+".path", "%q is not a clean relative slash-separated path of a source file", f.Path)
+		case i > 0 && f.Path <= l.Source.Files[i-1].Path:
+			add(field+".path", "%q is out of order or repeated after %q", f.Path, l.Source.Files[i-1].Path)
+		}
+		switch {
+		case f.Digest == RedactedMarker:
+			redactedFiles = true
+		case strings.HasPrefix(f.Digest, HMACPrefix) && IsDigest(DigestPrefix+strings.TrimPrefix(f.Digest, HMACPrefix)):
+			keyedFiles = true
+		case !IsDigest(f.Digest):
+			add(field+".digest", "%q is neither sha256:<hex>, hmac-sha256:<hex> nor %q", f.Digest, RedactedMarker)
+		}
+	}
+	if len(errs) == 0 {
+		if d, err := SourceDigest(l.Source.Files); err != nil || d != l.Source.Digest {
+			add("source.digest", "%q is not the digest of source.files (%s)", l.Source.Digest, d)
+		}
+	}
+
+	if required("render.digest", l.Render.Digest) {
+		digest("render.digest", l.Render.Digest)
+	}
+	if required("render.inventoryDigest", l.Render.InventoryDigest) {
+		digest("render.inventoryDigest", l.Render.InventoryDigest)
+	}
+	if l.Render.Count != len(l.Render.Inventory) || l.Render.Count == 0 {
+		add("render.count", "%d is not the number of render.inventory entries (%d), or zero", l.Render.Count, len(l.Render.Inventory))
+	}
+	invOK := true
+	for i, id := range l.Render.Inventory {
+		if id.APIVersion == "" || id.Kind == "" || id.Name == "" {
+			add(fmt.Sprintf("render.inventory[%d]", i), "apiVersion, kind and name are required")
+			invOK = false
+		}
+	}
+	if err := CheckSortedUnique(l.Render.Inventory); err != nil {
+		add("render.inventory", "%v", err)
+		invOK = false
+	}
+	if invOK && IsDigest(l.Render.InventoryDigest) {
+		if d, _ := InventoryDigest(l.Render.Inventory); d != l.Render.InventoryDigest {
+			add("render.inventoryDigest", "%q is not the digest of render.inventory (%s)", l.Render.InventoryDigest, d)
+		}
+	}
+	switch {
+	case redactedFiles && l.Render.SecretValuesCovered:
+		add("render.secretValuesCovered", "true, but source.files has %q entries", RedactedMarker)
+	case keyedFiles && !l.Render.SecretValuesCovered:
+		add("render.secretValuesCovered", "false, but source.files has keyed entries")
+	}
+	return errs
+}
+
+// Marshal encodes the lock as the YAML kubectl ql3 lock writes. ParseLock
+// of the result equals l.
+func (l *Lock) Marshal() ([]byte, error) {
+	var doc yamlv3.Node
+	if err := doc.Encode(l.normalized()); err != nil {
+		return nil, err
+	}
+	doc.HeadComment = "Written by kubectl ql3 lock; check with kubectl ql3 lock verify (docs/lock.md)."
+	var buf bytes.Buffer
+	enc := yamlv3.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// MarshalYAML writes an identity as one flow mapping in the lock.
+func (id Identity) MarshalYAML() (any, error) {
+	return flowMapping("apiVersion", id.APIVersion, "kind", id.Kind, "namespace", id.Namespace, "name", id.Name)
+}
+
+// MarshalYAML writes a source file as one flow mapping in the lock.
+func (f SourceFile) MarshalYAML() (any, error) {
+	return flowMapping("path", f.Path, "digest", f.Digest)
+}
+
+func flowMapping(kv ...string) (*yamlv3.Node, error) {
+	n := &yamlv3.Node{Kind: yamlv3.MappingNode, Style: yamlv3.FlowStyle}
+	for _, s := range kv {
+		var c yamlv3.Node
+		if err := c.Encode(s); err != nil {
+			return nil, err
+		}
+		n.Content = append(n.Content, &c)
+	}
+	return n, nil
+}
+
+// normalized is a copy of l with absent lists made empty, so that a lock
+// encodes the same whether a list is nil or empty.
+func (l *Lock) normalized() *Lock {
+	c := *l
+	if c.Release.Roles == nil {
+		c.Release.Roles = []string{}
+	}
+	if c.Images == nil {
+		c.Images = []string{}
+	}
+	if c.Source.Files == nil {
+		c.Source.Files = []SourceFile{}
+	}
+	if c.Render.Inventory == nil {
+		c.Render.Inventory = []Identity{}
+	}
+	return &c
+}
+
+// Digest is the lock digest: the canonical JSON of the lock under the
+// "lock" domain.
+func (l *Lock) Digest() (string, error) { return DigestOf(DomainLock, l.normalized()) }
+
+// ReadLock reads and parses dir/ql3.lock.yaml.
+func ReadLock(fsys filesys.FileSystem, dir string) (*Lock, error) {
+	p := filepath.Join(dir, LockFile)
+	if !fsys.Exists(p) {
+		return nil, fail.Errorf(fail.Invalid, "release %q has no %s; write one with kubectl ql3 lock %s --version VERSION", dir, LockFile, dir)
+	}
+	data, err := fsys.ReadFile(p)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "read lock: %w", err)
+	}
+	l, err := ParseLock(data)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "%s: %w", p, err)
+	}
+	return l, nil
+}
+
+// ToolConstraint is the tool.constraint a lock written by toolVersion
+// carries: at least toolVersion's minor release, below the next major, with
+// pre-releases admitted (">=X.Y.0-0 <X+1.0.0-0").
+func ToolConstraint(toolVersion string) (string, error) {
+	v, err := semver.StrictNewVersion(strings.TrimPrefix(toolVersion, "v"))
+	if err != nil {
+		return "", fail.Errorf(fail.Invalid, "tool version %q is not SemVer: %w", toolVersion, err)
+	}
+	return fmt.Sprintf(">=%d.%d.0-0 <%d.0.0-0", v.Major(), v.Minor(), v.Major()+1), nil
+}
+
+// CheckToolConstraint checks the running plugin's version (a leading "v" is
+// allowed) against the lock's tool.constraint; the error is fail.Invalid.
+func CheckToolConstraint(l *Lock, version string) error {
+	v, err := semver.StrictNewVersion(strings.TrimPrefix(version, "v"))
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "plugin version %q is not SemVer: %w", version, err)
+	}
+	c, err := semver.NewConstraint(l.Tool.Constraint)
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "lock tool.constraint %q: %w", l.Tool.Constraint, err)
+	}
+	if ok, errs := c.Validate(v); !ok {
+		return fail.Errorf(fail.Invalid, "%s %s does not satisfy the lock's tool.constraint %q: %w", ToolName, version, l.Tool.Constraint, errors.Join(errs...))
+	}
+	return nil
+}
+
+// NewLock binds release r as version for the cluster whose identity is
+// clusterIdentity, written by plugin version toolVersion. The release must
+// carry the production role surface.
+func NewLock(r *Release, version, clusterIdentity, toolVersion string) (*Lock, error) {
+	if err := r.CheckRoles(ProductionRoles()); err != nil {
+		return nil, fail.Errorf(fail.Invalid, "release %q: %w", r.Dir, err)
+	}
+	constraint, err := ToolConstraint(toolVersion)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lock{
+		Schema:  LockSchema,
+		Release: LockRelease{Version: version, Roles: ProductionRoles()},
+		Target:  LockTarget{ClusterIdentity: clusterIdentity, Namespace: r.ControlNamespace},
+		Tool:    LockTool{Name: ToolName, Constraint: constraint, FieldManager: FieldManager},
+		Images:  slices.Clone(r.Images),
+		Source:  LockSource{Digest: r.SourceDigest, Files: slices.Clone(r.Sources)},
+		Render: LockRender{
+			Digest:              r.RenderDigest,
+			InventoryDigest:     r.InventoryDigest,
+			Count:               len(r.Inventory),
+			SecretValuesCovered: r.SecretValuesCovered,
+			Inventory:           slices.Clone(r.Inventory),
+		},
+	}
+	l = l.normalized()
+	if errs := l.validate(); len(errs) > 0 {
+		return nil, lockError(fmt.Sprintf("release %q cannot be locked", r.Dir), errs)
+	}
+	return l, nil
+}
+
+// VerifyLock checks that release r is what lock l binds. It returns nil, or
+// a fail.Invalid *LockError listing every field that differs. The target
+// cluster identity and the tool constraint are the ceremony's to check.
+func VerifyLock(l *Lock, r *Release) error {
+	var d []FieldError
+	add := func(field, format string, args ...any) {
+		d = append(d, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+	}
+	if err := r.CheckRoles(l.Release.Roles); err != nil {
+		add("release.roles", "%v", err)
+	}
+	if l.Target.Namespace != r.ControlNamespace {
+		add("target.namespace", "lock %q, release %q (the namespace of the %s workloads)", l.Target.Namespace, r.ControlNamespace, RoleControl)
+	}
+	for _, img := range missingStrings(l.Images, r.Images) {
+		add("images", "%q is in the lock but no longer in the release", img)
+	}
+	for _, img := range missingStrings(r.Images, l.Images) {
+		add("images", "%q is in the release but not in the lock", img)
+	}
+
+	lf, rf := map[string]string{}, map[string]string{}
+	var paths []string
+	for _, f := range l.Source.Files {
+		lf[f.Path] = f.Digest
+		paths = append(paths, f.Path)
+	}
+	for _, f := range r.Sources {
+		rf[f.Path] = f.Digest
+		if _, ok := lf[f.Path]; !ok {
+			paths = append(paths, f.Path)
+		}
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		field := fmt.Sprintf("source.files[%q]", p)
+		ld, inLock := lf[p]
+		rd, inRelease := rf[p]
+		switch {
+		case !inRelease:
+			add(field, "in the lock but no longer read by the kustomization")
+		case !inLock:
+			add(field, "read by the kustomization but not in the lock")
+		case ld != rd:
+			add(field, "changed: lock %s, release %s", ld, rd)
+		}
+	}
+	if l.Source.Digest != r.SourceDigest {
+		add("source.digest", "lock %s, release %s", l.Source.Digest, r.SourceDigest)
+	}
+
+	for _, id := range Missing(l.Render.Inventory, r.Inventory) {
+		add("render.inventory", "%q is in the lock but no longer in the release", id.String())
+	}
+	for _, id := range Missing(r.Inventory, l.Render.Inventory) {
+		add("render.inventory", "%q is in the release but not in the lock", id.String())
+	}
+	if l.Render.Count != len(r.Inventory) {
+		add("render.count", "lock %d, release %d", l.Render.Count, len(r.Inventory))
+	}
+	if l.Render.InventoryDigest != r.InventoryDigest {
+		add("render.inventoryDigest", "lock %s, release %s", l.Render.InventoryDigest, r.InventoryDigest)
+	}
+	if l.Render.SecretValuesCovered != r.SecretValuesCovered {
+		hint := ""
+		if l.Render.SecretValuesCovered {
+			hint = "; the lock binds Secret values under a key: pass --secret-digest-key-file"
+		}
+		add("render.secretValuesCovered", "lock %t, release %t%s", l.Render.SecretValuesCovered, r.SecretValuesCovered, hint)
+	}
+	if l.Render.Digest != r.RenderDigest {
+		add("render.digest", "lock %s, release %s", l.Render.Digest, r.RenderDigest)
+	}
+	if len(d) > 0 {
+		return lockError(fmt.Sprintf("release %q does not match its lock", r.Dir), d)
+	}
+	return nil
+}
+
+// missingStrings returns the elements of sorted a absent from sorted b.
+func missingStrings(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if _, ok := slices.BinarySearch(b, s); !ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// LoadRelease reads dir's lock, renders dir and verifies the one against
+// the other: what the ceremony does first.
+func LoadRelease(fsys filesys.FileSystem, dir string, opts Options) (*Release, *Lock, error) {
+	l, err := ReadLock(fsys, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := Render(fsys, dir, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := VerifyLock(l, r); err != nil {
+		return nil, nil, err
+	}
+	return r, l, nil
+}

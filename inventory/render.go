@@ -1,0 +1,309 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// Options tune Render.
+type Options struct {
+	// Mapper resolves each kind's scope (namespaced or cluster-scoped). Nil
+	// renders offline: a built-in table of Kubernetes kinds plus the
+	// CustomResourceDefinitions in the render itself.
+	Mapper meta.RESTMapper
+	// AllowSecretData admits Secrets that carry data or stringData
+	// (docs/lock.md, "Secrets").
+	AllowSecretData bool
+	// SecretDigestKey keys the HMAC-SHA256 that binds Secret values into the
+	// render and source digests. Empty means Secret values are redacted and
+	// not bound. It is never written anywhere.
+	SecretDigestKey []byte
+}
+
+// MinSecretDigestKeyLen is the shortest SecretDigestKey accepted, in bytes.
+const MinSecretDigestKeyLen = 32
+
+// Release is a rendered release directory.
+type Release struct {
+	// Dir is the release directory as given to Render.
+	Dir string
+	// Objects are the rendered objects in Inventory order, Secret values
+	// included: these are what the ceremony applies. Never print or store
+	// them; use RedactedObjects.
+	Objects []*unstructured.Unstructured
+	// Inventory is the sorted, duplicate-free list of the objects' identities.
+	Inventory []Identity
+	// InventoryDigest, SourceDigest and RenderDigest are defined in
+	// docs/digests.md.
+	InventoryDigest, SourceDigest, RenderDigest string
+	// Images is every container image of the render, sorted and unique; each
+	// is pinned by digest.
+	Images []string
+	// ControlNamespace is the namespace of the workloads labelled
+	// qinglong.io/role=control; empty if there are none.
+	ControlNamespace string
+	// Roles maps each qinglong.io/role label value found on a workload to
+	// the workloads carrying it, sorted.
+	Roles map[string][]Identity
+	// Sources are the files the kustomization read, as the source digest
+	// covers them, sorted by path.
+	Sources []SourceFile
+	// SecretValuesCovered is false when the render holds Secret values that
+	// the digests do not bind (allowed Secret data without a key).
+	SecretValuesCovered bool
+
+	redacted []*unstructured.Unstructured
+}
+
+// RedactedObjects are the objects exactly as the render digest covers them:
+// like Objects, but each Secret value replaced by its keyed HMAC or by
+// RedactedMarker. They are safe to print and store.
+func (r *Release) RedactedObjects() []*unstructured.Unstructured { return r.redacted }
+
+// Render builds the kustomization in dir on fsys with kustomize's default
+// options (kubectl kustomize's behaviour), records every file it reads, and
+// checks the result: identities, scope, images, roles and Secrets. All
+// problems with the release are fail.Invalid.
+func Render(fsys filesys.FileSystem, dir string, opts Options) (*Release, error) {
+	if n := len(opts.SecretDigestKey); n > 0 && n < MinSecretDigestKeyLen {
+		return nil, fail.Errorf(fail.Invalid, "secret digest key has %d bytes; need at least %d", n, MinSecretDigestKeyLen)
+	}
+	root, file, err := fsys.CleanedAbs(dir)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "release %q: %w", dir, err)
+	}
+	if file != "" {
+		return nil, fail.Errorf(fail.Invalid, "release %q is not a directory", dir)
+	}
+	if !slices.ContainsFunc(konfig.RecognizedKustomizationFileNames(), func(n string) bool { return fsys.Exists(root.Join(n)) }) {
+		return nil, fail.Errorf(fail.Invalid, "release %q has no kustomization (want one of %q)", dir, konfig.RecognizedKustomizationFileNames())
+	}
+
+	rec := newRecorder(fsys, root)
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(rec, string(root))
+	if rec.refused != nil {
+		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, rec.refused))
+	}
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "release %q: kustomize: %w", dir, err)
+	}
+	objs, err := objects(m)
+	if err != nil {
+		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
+	}
+	r, secrets, err := check(dir, objs, rec.files, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r.Sources, err = sourceFiles(rec.files, secrets, opts.SecretDigestKey); err != nil {
+		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
+	}
+	if r.SourceDigest, err = SourceDigest(r.Sources); err != nil {
+		return nil, err
+	}
+	if len(r.Images) == 0 {
+		r.Images = []string{}
+	}
+	r.redacted, r.SecretValuesCovered, err = redact(r.Objects, secrets, opts.SecretDigestKey)
+	if err != nil {
+		return nil, err
+	}
+	if r.RenderDigest, err = RenderDigest(r.redacted); err != nil {
+		return nil, fmt.Errorf("release %q: render digest: %w", dir, err)
+	}
+	if r.InventoryDigest, err = InventoryDigest(r.Inventory); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// RenderDigest is the digest of rendered objects in inventory order: the
+// canonical JSON array of the objects under the "render" domain.
+func RenderDigest(objs []*unstructured.Unstructured) (string, error) {
+	items := make([]map[string]any, len(objs))
+	for i, o := range objs {
+		items[i] = o.Object
+	}
+	return DigestOf(DomainRender, items)
+}
+
+// objects converts kustomize's resources to unstructured objects.
+func objects(m resmap.ResMap) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, res := range m.Resources() {
+		data, err := res.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("object %s: %w", res.CurId(), err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, fmt.Errorf("object %s: %w", res.CurId(), err)
+		}
+		if u.IsList() {
+			return nil, fmt.Errorf("object %s: lists are not supported", res.CurId())
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// check sorts the objects into inventory order and checks identities, scope,
+// images, roles and Secrets; it returns the release without digests and the
+// Secret values found. Every error is fail.Invalid unless the mapper failed.
+func check(dir string, objs []*unstructured.Unstructured, files map[string][]byte, opts Options) (*Release, []secretValue, error) {
+	type entry struct {
+		id  Identity
+		obj *unstructured.Unstructured
+	}
+	entries := make([]entry, 0, len(objs))
+	for _, o := range objs {
+		id := Identity{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+		if id.Name == "" {
+			return nil, nil, fail.Errorf(fail.Invalid, "release %q: %s %q has no metadata.name (generateName is not supported)", dir, id.Kind, o.GetGenerateName())
+		}
+		entries = append(entries, entry{id, o})
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int { return Compare(a.id, b.id) })
+
+	r := &Release{}
+	var secrets []secretValue
+	r.Dir = dir
+	r.Roles = map[string][]Identity{}
+	scopes := newScoper(opts.Mapper)
+	for _, e := range entries {
+		if err := scopes.addCRD(e.id, e.obj); err != nil {
+			return nil, nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
+		}
+	}
+	seen := map[schema.GroupKind]map[[2]string]Identity{}
+	var errs []error
+	images := map[string]bool{}
+	var secretHolders []string
+	for i, e := range entries {
+		id := e.id
+		if i > 0 && Compare(entries[i-1].id, id) == 0 {
+			return nil, nil, fail.Errorf(fail.Invalid, "release %q: duplicate object %q", dir, id.String())
+		}
+		gk := id.GroupKind()
+		key := [2]string{id.Namespace, id.Name}
+		if prev, ok := seen[gk][key]; ok {
+			return nil, nil, fail.Errorf(fail.Invalid, "release %q: objects %q and %q are the same object under two apiVersions", dir, prev.String(), id.String())
+		}
+		if seen[gk] == nil {
+			seen[gk] = map[[2]string]Identity{}
+		}
+		seen[gk][key] = id
+
+		namespaced, err := scopes.namespaced(id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("release %q: %w", dir, err)
+		}
+		switch {
+		case namespaced && id.Namespace == "":
+			errs = append(errs, fmt.Errorf("object %q is namespaced but has no metadata.namespace; set it in the manifest or with the kustomization's namespace field", id.String()))
+		case !namespaced && id.Namespace != "":
+			errs = append(errs, fmt.Errorf("object %q is cluster-scoped but has metadata.namespace %q", id.String(), id.Namespace))
+		}
+
+		imgs, imgErrs := podImages(id, e.obj, func(s string) string { return foundIn(files, s) })
+		errs = append(errs, imgErrs...)
+		for _, img := range imgs {
+			images[img] = true
+		}
+		if role, ok := e.obj.GetLabels()[RoleLabel]; ok && isWorkload(gk) {
+			r.Roles[role] = append(r.Roles[role], id)
+		}
+		vals, err2 := secretValuesOf(id, e.obj)
+		if err2 != nil {
+			errs = append(errs, err2)
+		}
+		if len(vals) > 0 {
+			secrets = append(secrets, vals...)
+			secretHolders = append(secretHolders, id.String())
+		}
+		r.Objects = append(r.Objects, e.obj)
+		r.Inventory = append(r.Inventory, id)
+	}
+	if len(secretHolders) > 0 && !opts.AllowSecretData {
+		what := fmt.Sprintf("Secret %q carries", secretHolders[0])
+		if len(secretHolders) > 1 {
+			what = fmt.Sprintf("Secrets %q carry", secretHolders)
+		}
+		errs = append(errs, fmt.Errorf("%s data; a locked release must not contain Secret values: create them out of band, or pass --allow-secret-data (docs/lock.md)", what))
+	}
+	if len(errs) > 0 {
+		return nil, nil, fail.Wrap(fail.Invalid, joinErrors(fmt.Sprintf("release %q", dir), errs))
+	}
+	for img := range images {
+		r.Images = append(r.Images, img)
+	}
+	slices.Sort(r.Images)
+
+	for _, id := range r.Roles[RoleControl] {
+		switch {
+		case r.ControlNamespace == "":
+			r.ControlNamespace = id.Namespace
+		case r.ControlNamespace != id.Namespace:
+			return nil, nil, fail.Errorf(fail.Invalid, "release %q: %s workloads are in namespaces %q and %q; the control namespace must be unique", dir, RoleControl, r.ControlNamespace, id.Namespace)
+		}
+	}
+	return r, secrets, nil
+}
+
+// joinErrors reports every error, one per line after a heading; a single
+// error stays on one line.
+func joinErrors(heading string, errs []error) error {
+	if len(errs) == 1 {
+		return fmt.Errorf("%s: %w", heading, errs[0])
+	}
+	var b strings.Builder
+	b.WriteString(heading)
+	b.WriteString(":")
+	for _, e := range errs {
+		b.WriteString("\n  ")
+		b.WriteString(e.Error())
+	}
+	return errors.New(b.String())
+}
+
+// foundIn names the source files that contain s as a whole token (not as
+// the prefix of a longer image reference), as a hint for an error about s:
+// " (in [\"a.yaml\"])", or "" if none does.
+func foundIn(files map[string][]byte, s string) string {
+	const refChar = `\w.:/@-` // characters of an image reference
+	re := regexp.MustCompile(`(?m)(?:^|[^` + refChar + `])` + regexp.QuoteMeta(s) + `(?:$|[^` + refChar + `])`)
+	var in []string
+	for p, data := range files {
+		if re.Match(data) {
+			in = append(in, p)
+		}
+	}
+	if len(in) == 0 {
+		return ""
+	}
+	slices.Sort(in)
+	return fmt.Sprintf(" (in %q)", in)
+}
+
+// relPath is path relative to root, slash-separated.
+func relPath(root, path string) string {
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return filepath.ToSlash(path)
+	}
+	return filepath.ToSlash(rel)
+}

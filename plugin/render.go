@@ -1,0 +1,154 @@
+package plugin
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// InventoryReport is what `kubectl ql3 render --inventory` prints: the
+// release's inventory and the digests a lock would bind.
+type InventoryReport struct {
+	ControlNamespace string                          `json:"controlNamespace"`
+	Roles            map[string][]inventory.Identity `json:"roles"`
+	Images           []string                        `json:"images"`
+	Source           inventory.LockSource            `json:"source"`
+	Render           inventory.LockRender            `json:"render"`
+}
+
+func newInventoryReport(r *inventory.Release) InventoryReport {
+	return InventoryReport{
+		ControlNamespace: r.ControlNamespace,
+		Roles:            r.Roles,
+		Images:           r.Images,
+		Source:           inventory.LockSource{Digest: r.SourceDigest, Files: r.Sources},
+		Render: inventory.LockRender{
+			Digest:              r.RenderDigest,
+			InventoryDigest:     r.InventoryDigest,
+			Count:               len(r.Inventory),
+			SecretValuesCovered: r.SecretValuesCovered,
+			Inventory:           r.Inventory,
+		},
+	}
+}
+
+type renderOptions struct {
+	flags     *genericclioptions.ConfigFlags
+	streams   genericiooptions.IOStreams
+	secrets   secretFlags
+	dir       string
+	output    string
+	inventory bool
+	opts      inventory.Options
+}
+
+func newCmdRender(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &renderOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "render DIR",
+		Short: "Render a release directory and print its inventory or its objects",
+		Long: `Render the kustomization in DIR in-process, as kubectl kustomize does, check it
+as kubectl ql3 lock would (identities, scope, pinned images, Secrets), and
+print its inventory as a table. With -o yaml|json, print the rendered objects
+instead; with --inventory, print the inventory, roles, images and digests
+(YAML unless -o json).
+
+Secret values are never printed: each is replaced by its keyed digest, or by
+"<redacted>" without --secret-digest-key-file, exactly as the render digest
+covers it.
+
+Offline: kinds resolve through a built-in table and the release's CRDs unless
+--context is given.`,
+		Example: `  kubectl ql3 render releases/3.0.0
+  kubectl ql3 render releases/3.0.0 -o yaml
+  kubectl ql3 render releases/3.0.0 --inventory -o json`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.dir = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			var err error
+			if o.opts, err = o.secrets.options(); err != nil {
+				return err
+			}
+			if o.opts.Mapper, err = offlineMapper(cmd, o.flags); err != nil {
+				return err
+			}
+			return o.Run()
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml")
+	cmd.Flags().BoolVar(&o.inventory, "inventory", false, "print the inventory, roles, images and digests instead of the objects")
+	o.secrets.add(cmd.Flags())
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *renderOptions) Validate() error {
+	if err := validateOutput(o.output, "json", "yaml"); err != nil {
+		return err
+	}
+	return o.secrets.validate()
+}
+
+func (o *renderOptions) Run() error {
+	rel, err := inventory.Render(filesys.MakeFsOnDisk(), o.dir, o.opts)
+	if err != nil {
+		return err
+	}
+	w := o.streams.Out
+	switch {
+	case o.inventory:
+		out := o.output
+		if out == "" {
+			out = "yaml"
+		}
+		return printObject(w, out, newInventoryReport(rel))
+	case o.output == "json":
+		items := make([]any, 0, len(rel.Inventory))
+		for _, obj := range rel.RedactedObjects() {
+			items = append(items, obj.Object)
+		}
+		return printObject(w, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	case o.output == "yaml":
+		for i, obj := range rel.RedactedObjects() {
+			data, err := yaml.Marshal(obj.Object)
+			if err != nil {
+				return fail.Errorf(fail.Other, "print %s: %w", rel.Inventory[i], err)
+			}
+			if i > 0 {
+				if _, err := io.WriteString(w, "---\n"); err != nil {
+					return err
+				}
+			}
+			if _, err := w.Write(data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return printInventoryTable(w, rel.Inventory)
+}
+
+func printInventoryTable(w io.Writer, ids []inventory.Identity) error {
+	tw := printers.GetNewTabWriter(w)
+	fmt.Fprintln(tw, "APIVERSION\tKIND\tNAMESPACE\tNAME")
+	for _, id := range ids {
+		ns := id.Namespace
+		if ns == "" {
+			ns = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", id.APIVersion, id.Kind, ns, id.Name)
+	}
+	return tw.Flush()
+}
