@@ -22,7 +22,7 @@ var kubectlPath = filepath.Join("..", "bin", "controlplane", "kubectl")
 // real `kubectl kustomize`, and compares the objects. A missing kubectl is a
 // failure: build it (see the Makefile) rather than skip the comparison.
 func TestKubectlKustomizeParity(t *testing.T) {
-	for _, f := range []string{"v3.0.0", "v3.1.0", "v3.1.0-drop"} {
+	for _, f := range []string{"v3.0.0", "v3.1.0", "v3.1.1", "v3.1.0-drop"} {
 		t.Run(f, func(t *testing.T) {
 			dir := filepath.Join("..", "testdata", "releases", f)
 			var stdout, stderr bytes.Buffer

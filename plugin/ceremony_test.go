@@ -112,7 +112,7 @@ func TestCLICeremony(t *testing.T) {
 	ns := controlNamespace(t)
 	v300 := releaseCopy(t, "v3.0.0", ns, "")
 	v310 := releaseCopy(t, "v3.1.0", ns, "")
-	v311 := releaseCopy(t, "v3.1.0", ns, "3.1.1")
+	v311 := releaseCopy(t, "v3.1.1", ns, "")
 	work := t.TempDir()
 	rdir := filepath.Join(work, "receipts")
 

@@ -16,7 +16,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // fixtures are the example releases under testdata/releases.
-var fixtures = []string{"v3.0.0", "v3.1.0", "v3.1.0-drop"}
+var fixtures = []string{"v3.0.0", "v3.1.0", "v3.1.1", "v3.1.0-drop"}
 
 func fixtureDir(name string) string { return filepath.Join("..", "testdata", "releases", name) }
 
