@@ -245,7 +245,7 @@ func TestKillDuringApplyThenResume(t *testing.T) {
 	// One object at a time, two requests a second: the applies take seconds.
 	cmd := exec.Command(binary, "apply", "--preflight", pf, "--receipts-dir", rdir, "--parallelism", "1", "--qps", "2", "--burst", "1")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -360,4 +360,22 @@ func TestHeadTamperExitCode(t *testing.T) {
 	if code != 5 || !strings.HasPrefix(stderr, "error: head: ") {
 		t.Fatalf("head on a tampered Head: exit %d: %s", code, stderr)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a child process writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

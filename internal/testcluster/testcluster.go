@@ -501,6 +501,40 @@ func (cp *ControlPlane) RestartAPIServer() error {
 	return cp.waitReady(90 * time.Second)
 }
 
+// RestartEtcd stops etcd and starts it again on the same ports and data
+// directory, then waits until kube-apiserver serves again.
+func (cp *ControlPlane) RestartEtcd() error {
+	cp.mu.Lock()
+	var etcd *proc
+	for _, p := range cp.procs {
+		if p.name == "etcd" {
+			etcd = p
+		}
+	}
+	cp.mu.Unlock()
+	if etcd == nil {
+		return errors.New("etcd is not running")
+	}
+	cp.stopProc(etcd)
+	p, err := cp.run("etcd", etcd.cmd.Path, etcd.cmd.Args[1:]...)
+	if err != nil {
+		return err
+	}
+	// Keep the start order (etcd first) so Stop ends it last.
+	cp.mu.Lock()
+	for i, q := range cp.procs {
+		if q == p {
+			cp.procs = append([]*proc{p}, append(cp.procs[:i:i], cp.procs[i+1:]...)...)
+			break
+		}
+	}
+	cp.mu.Unlock()
+	if err := waitHTTP(cp.etcdURL+"/health", nil, 30*time.Second, p); err != nil {
+		return err
+	}
+	return cp.waitReady(90 * time.Second)
+}
+
 func (cp *ControlPlane) stopProc(p *proc) {
 	select {
 	case <-p.done:
@@ -554,6 +588,10 @@ func (cp *ControlPlane) Stop(keepLogs bool) {
 // package, runs the tests, and stops it. A control plane that cannot start
 // fails the package with the reason; it never skips.
 func Main(m *testing.M, opts Options, into **ControlPlane) {
+	if isFuzzWorker() {
+		// A fuzzing worker runs only the fuzz target: no cluster needed.
+		os.Exit(m.Run())
+	}
 	cp, err := Start(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: testcluster: %v\n", err)
@@ -563,6 +601,16 @@ func Main(m *testing.M, opts Options, into **ControlPlane) {
 	code := m.Run()
 	cp.Stop(code != 0)
 	os.Exit(code)
+}
+
+// isFuzzWorker reports whether this test binary is a `go test -fuzz` worker.
+func isFuzzWorker() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.fuzzworker") {
+			return true
+		}
+	}
+	return false
 }
 
 func writePair(base string, crt, key []byte) error {
