@@ -3,6 +3,10 @@ package plugin_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -378,4 +382,49 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func writeEd25519(t *testing.T, dir, name string) (priv, pub string) {
+	t.Helper()
+	pk, sk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skDER, err := x509.MarshalPKCS8PrivateKey(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkDER, err := x509.MarshalPKIXPublicKey(pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub = filepath.Join(dir, name+".key"), filepath.Join(dir, name+".pub")
+	os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: skDER}), 0o600)
+	os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkDER}), 0o644)
+	return priv, pub
+}
+
+// apply --sign-key signs the receipt; the audit requires a trusted key's
+// signature when given --trusted-key, and a forged one fails with exit 5.
+func TestSignedReceipts(t *testing.T) {
+	ns := controlNamespace(t)
+	dir := releaseCopy(t, "v3.0.0", ns, "")
+	work := t.TempDir()
+	key, pub := writeEd25519(t, work, "ops")
+	_, otherPub := writeEd25519(t, work, "other")
+	pf := filepath.Join(work, "pf.json")
+	rdir := filepath.Join(work, "receipts")
+	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", ceremony.AbsentToken, "--out", pf)
+	mustRun(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir, "--sign-key", key)
+	sigs, _ := filepath.Glob(filepath.Join(rdir, "*.sig"))
+	if len(sigs) != 1 {
+		t.Fatalf("signatures: %v", sigs)
+	}
+	out := mustRun(t, nil, "receipt", "audit", rdir, "--trusted-key", pub)
+	if !strings.Contains(out, "verified") {
+		t.Fatalf("audit with the signer's key:\n%s", out)
+	}
+	if out, _, code := run(t, nil, "receipt", "audit", rdir, "--trusted-key", otherPub); code != 5 {
+		t.Fatalf("audit with an untrusted key: exit %d\n%s", code, out)
+	}
 }
