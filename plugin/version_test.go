@@ -89,7 +89,12 @@ func TestHelpSaysKubectlQl3(t *testing.T) {
 		t.Fatalf("help (exit %d):\n%s", code, out)
 	}
 	comp, _, code := run(t, nil, "completion", "bash")
-	if code != 0 || !strings.Contains(comp, "__start_kubectl") && !strings.Contains(comp, "kubectl") {
-		t.Fatalf("completion bash (exit %d) does not look like a bash completion script", code)
+	if code != 0 || !strings.Contains(comp, "__kubectl-ql3_get_completion_results") || !strings.Contains(comp, "complete -o default -F __start_kubectl-ql3 kubectl-ql3") {
+		t.Fatalf("completion bash (exit %d) is not a bash completion script for kubectl-ql3", code)
+	}
+	// Flag values complete too (kubectl >= 1.26 calls the plugin's __complete).
+	vals, _, code := run(t, nil, "__complete", "preflight", "dir", "--transition", "")
+	if code != 0 || !strings.HasPrefix(vals, "install\nupgrade\nrollback\n") {
+		t.Fatalf("__complete --transition: exit %d\n%s", code, vals)
 	}
 }
