@@ -29,7 +29,7 @@ build: ## build the plugin into bin/kubectl-ql3
 controlplane: ## build etcd, kube-apiserver, kube-controller-manager and kubectl for tests
 	hack/controlplane.sh $(CP_DIR)
 
-test: build controlplane ## every test: unit, real-cluster (race detector on), fuzz seeds, release and krew install
+test: build controlplane tools ## every test: unit, real-cluster (race detector on), fuzz seeds, release and krew install
 	go vet ./...
 	go test -race -count=1 -timeout 20m $(TEST_FLAGS) ./...
 
