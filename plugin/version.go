@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
+	"strings"
 
+	"github.com/Masterminds/semver/v3"
 	"github.com/spf13/cobra"
 	apiversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -61,6 +64,20 @@ kube-system Namespace UID, the value a lock's target.clusterIdentity binds.`,
 	cmd.Flags().BoolVar(&o.client, "client", false, "print the plugin version only; do not contact a cluster")
 	registerOutputCompletion(cmd)
 	return cmd
+}
+
+// init takes the module version of a `go install …@vX.Y.Z` build, which
+// no -ldflags stamped, so such a binary knows (and is checked as) its
+// release version.
+func init() {
+	if version != "v0.0.0-dev" { // stamped by -ldflags: keep it
+		return
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		if _, err := semver.StrictNewVersion(strings.TrimPrefix(bi.Main.Version, "v")); err == nil {
+			version = bi.Main.Version
+		}
+	}
 }
 
 func (o *versionOptions) Validate() error { return validateOutput(o.output, "json", "yaml") }
