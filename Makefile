@@ -17,9 +17,15 @@ GORELEASER_VERSION := v2.15.1
 KREW_VERSION       := v0.4.3
 
 FUZZTIME   ?= 60s
+# Without a bound, minimising a new crasher stalls for minutes on a 2-core
+# machine: cap it at 200 runs.
+FUZZMINIMIZETIME ?= 200x
+RELIABILITY_FLAGS ?=
 TEST_FLAGS ?=
+BENCH_N    ?= 100,1000,3000
+BENCH_RUNS ?= 3
 
-.PHONY: all build test unit controlplane demo bench lint tools dist clean fuzz
+.PHONY: all build test unit controlplane demo bench lint tools dist clean fuzz reliability
 
 all: build
 
@@ -39,15 +45,23 @@ unit: ## the tests that need no cluster
 demo: build controlplane ## lock -> preflight -> apply -> receipt audit against a local control plane
 	hack/demo.sh
 
-bench: build controlplane ## benchmarks (see README)
-	go test -run '^$$' -bench . -benchmem ./inventory/ ./receipts/
+bench: build controlplane ## the ceremony vs kubectl apply --server-side vs a raw SSA loop, and Go benchmarks; writes bench.json (README, Performance)
+	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/
+	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl -out bench.json
 
-fuzz: ## every Fuzz target for FUZZTIME each; crashers land in testdata/fuzz
-	@for pkg in $$(go list ./...); do \
+reliability: build controlplane ## the fault campaign (README, Reliability): prints the table, writes reliability.json
+	go run ./hack/reliability -bin $(PLUGIN) -json reliability.json $(RELIABILITY_FLAGS)
+
+fuzz: ## every Fuzz target for FUZZTIME each; a crasher is kept in <pkg>/testdata/fuzz/<Fuzz>/: commit it, `go test` replays it
+	@failed=0; for pkg in $$(go list ./...); do \
 	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    echo "== $$pkg $$f"; \
+	    go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg || failed=1; \
 	  done; \
-	done
+	done; \
+	new=$$(git status --porcelain --untracked-files=all -- '*testdata/fuzz/*' 2>/dev/null || true); \
+	if [ -n "$$new" ]; then echo "new fuzz crashers (commit them: go test replays each as a regression test):"; echo "$$new"; fi; \
+	exit $$failed
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
@@ -36,7 +35,12 @@ func identityOf(u *unstructured.Unstructured) inventory.Identity {
 
 func isFirstStage(u *unstructured.Unstructured) bool {
 	gvk := u.GroupVersionKind()
-	return (gvk.Group == "" && gvk.Kind == "Namespace") || (gvk.Group == crdGroup && gvk.Kind == "CustomResourceDefinition")
+	return (gvk.Group == "" && gvk.Kind == "Namespace") || isCRD(u)
+}
+
+func isCRD(u *unstructured.Unstructured) bool {
+	gvk := u.GroupVersionKind()
+	return gvk.Group == crdGroup && gvk.Kind == "CustomResourceDefinition"
 }
 
 // stages splits objects into Namespaces and CRDs first, then the rest,
@@ -60,7 +64,6 @@ type objectResult struct {
 	UID        string             `json:"uid,omitempty"`
 	Generation int64              `json:"generation,omitempty"`
 	err        error
-	obj        *unstructured.Unstructured
 }
 
 // forEach runs fn over objs with at most n in flight and returns results in
@@ -112,7 +115,7 @@ func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
-			case <-time.After(time.Duration(attempt*attempt) * 100 * time.Millisecond):
+			case <-time.After(retryDelay(attempt, last)):
 			}
 		}
 		got, err := o.Cluster.Apply(ctx, u, fm, force, dryRun)
@@ -125,6 +128,19 @@ func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm
 		}
 	}
 	return nil, last
+}
+
+// retryDelay is the pause before retry number attempt (1, 2, ...) after
+// err: a growing backoff, and never less than the Retry-After the API
+// server asked for (priority and fairness answers 429 with one; client-go
+// has already honoured it for its own retries, so a 429 that reaches us
+// means the server is still saturated: we do not hammer it).
+func retryDelay(attempt int, err error) time.Duration {
+	d := time.Duration(attempt*attempt) * 100 * time.Millisecond
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && time.Duration(s)*time.Second > d {
+		d = time.Duration(s) * time.Second
+	}
+	return d
 }
 
 // dryRunAll is preflight step 4: a server-side dry-run of every object.
@@ -219,7 +235,9 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 				r.err = err
 				return r
 			}
-			r.UID, r.Generation, r.obj = string(got.GetUID()), got.GetGeneration(), got
+			// Only the identity, UID and generation are kept: the response
+			// bodies of N objects are not held until the convergence read.
+			r.UID, r.Generation = string(got.GetUID()), got.GetGeneration()
 			return r
 		})
 		var errs []error
@@ -233,10 +251,11 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 			return nil, classifyObjects("apply", len(errs), len(stage), errs)
 		}
 		all = append(all, results...)
-		if i == 0 {
+		if i == 0 && slices.ContainsFunc(stage, isCRD) {
 			if err := o.waitEstablished(ctx, results); err != nil {
 				return nil, err
 			}
+			// Discovery is read again only when this release added kinds.
 			o.Cluster.ResetMapper()
 		}
 	}
@@ -275,83 +294,6 @@ func crdEstablished(u *unstructured.Unstructured) bool {
 		}
 	}
 	return false
-}
-
-// converge is apply step 5: read every object back and wait, bounded by
-// the timeout, until kstatus says it is Current.
-func (o *Options) converge(ctx context.Context, applied []objectResult) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	done := make([]objectResult, len(applied))
-	pending := make([]int, len(applied))
-	for i := range applied {
-		pending[i] = i
-	}
-	var lastMsg map[int]string
-	for {
-		lastMsg = map[int]string{}
-		var mu sync.Mutex
-		objs := make([]*unstructured.Unstructured, len(pending))
-		for j, i := range pending {
-			objs[j] = applied[i].obj
-		}
-		res := forEach(ctx, o.Parallelism, objs, func(ctx context.Context, u *unstructured.Unstructured) objectResult {
-			id := identityOf(u)
-			r := objectResult{ID: id}
-			got, err := o.Cluster.Get(ctx, id)
-			if err != nil {
-				r.err = err
-				return r
-			}
-			st, err := status.Compute(got)
-			if err != nil {
-				r.err = err
-				return r
-			}
-			r.Result, r.UID, r.Generation = st.Status.String(), string(got.GetUID()), got.GetGeneration()
-			if st.Status != status.CurrentStatus {
-				r.err = fmt.Errorf("%s: %s", st.Status, st.Message)
-			}
-			return r
-		})
-		var still []int
-		var failed []error
-		for j, r := range res {
-			i := pending[j]
-			if r.err == nil {
-				done[i] = r
-				continue
-			}
-			mu.Lock()
-			lastMsg[i] = r.err.Error()
-			mu.Unlock()
-			if r.Result == status.FailedStatus.String() {
-				failed = append(failed, fmt.Errorf("%s: %w", r.ID, r.err))
-			}
-			still = append(still, i)
-		}
-		if len(failed) > 0 {
-			for _, err := range failed {
-				o.say("converge: %v", err)
-			}
-			return "", fail.Errorf(fail.Other, "converge: %d object(s) failed: %w", len(failed), utilerrors.NewAggregate(failed))
-		}
-		if len(still) == 0 {
-			break
-		}
-		pending = still
-		select {
-		case <-ctx.Done():
-			var errs []error
-			for _, i := range pending {
-				errs = append(errs, fmt.Errorf("%s: %s", applied[i].ID, lastMsg[i]))
-				o.say("converge: %s not ready: %s", applied[i].ID, lastMsg[i])
-			}
-			return "", fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying; `kubectl ql3 resume` continues): %w", len(pending), o.Timeout, utilerrors.NewAggregate(errs))
-		case <-time.After(convergePollEvery):
-		}
-	}
-	return transcriptDigest("converge", done)
 }
 
 // missingControlNamespace: the Head lives in the control namespace, so it

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
@@ -29,6 +30,15 @@ type PreflightResult struct {
 	Replayed bool             `json:"replayed"`
 	Deferred int              `json:"deferred"`
 	Record   *PreflightRecord `json:"record"`
+
+	loaded *loaded // the release as this preflight verified it
+}
+
+// ApplyRequest is the request to apply this very preflight in the same
+// process (rollback): the release it rendered and verified against its
+// lock is applied as is, not rendered a second time.
+func (p *PreflightResult) ApplyRequest() ApplyRequest {
+	return ApplyRequest{Preflight: p.Record, loaded: p.loaded}
 }
 
 // RunPreflight is ceremony.md §5: read-only against the cluster; writes
@@ -58,6 +68,9 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 		return nil, err
 	}
 	o.say("preflight: head %s allows %s to %s", req.Expected.describe(), req.Transition, dep.Version)
+	if err := o.checkAccess(ctx, ld.release.Objects, tgt.Namespace, head != nil, nil); err != nil {
+		return nil, err
+	}
 	fm := ld.lock.Tool.FieldManager
 	dry, deferred, err := o.dryRunAll(ctx, ld.release.Objects, fm, req.ForceConflicts, tgt.Namespace)
 	if err != nil {
@@ -97,7 +110,7 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("write preflight record: %w", err))
 	}
 	o.say("preflight: record %s written (preflight %s)", out, rec.SelfDigest)
-	return &PreflightResult{Path: out, Replayed: replayed, Deferred: deferred, Record: rec}, nil
+	return &PreflightResult{Path: out, Replayed: replayed, Deferred: deferred, Record: rec, loaded: ld}, nil
 }
 
 // ApplyRequest is `kubectl ql3 apply|resume --preflight FILE [DIR]`.
@@ -105,6 +118,8 @@ type ApplyRequest struct {
 	Preflight *PreflightRecord
 	Dir       string // default: the record's release.dir
 	Resume    bool   // take over an applying Head with the same intent
+
+	loaded *loaded // set by PreflightResult.ApplyRequest
 }
 
 // ApplyResult is the outcome of apply, resume or rollback.
@@ -129,9 +144,12 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	if dir == "" {
 		dir = rec.Release.Dir
 	}
-	ld, err := o.load(dir)
-	if err != nil {
-		return nil, err
+	ld := req.loaded
+	if ld == nil || dir != rec.Release.Dir {
+		var err error
+		if ld, err = o.load(dir); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkAgainstPreflight(ld, rec); err != nil {
 		return nil, err
@@ -165,6 +183,9 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 		return nil, fail.Errorf(fail.Conflict, "resume: the Head is %s, not applying this preflight (%s); resume only continues its own transition", what, rec.SelfDigest)
 	}
 
+	if err := checkReceiptsDir(rdir); err != nil {
+		return nil, err
+	}
 	mutationID := o.MutationID
 	if mutationID == "" {
 		mutationID = newMutationID()
@@ -174,6 +195,9 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 		applying = cloneHead(head)
 		applying.Transition.MutationID = mutationID
 		if err := applying.Seal(); err != nil {
+			return nil, err
+		}
+		if err := o.checkAccess(ctx, ld.release.Objects, ns, true, &rbacDryRun{rec.Command.FieldManager, rec.Command.ForceConflicts}); err != nil {
 			return nil, err
 		}
 		if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
@@ -190,11 +214,15 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 		if applying, err = o.newApplyingHead(head, ld, rec, mutationID); err != nil {
 			return nil, err
 		}
+		if err := o.checkAccess(ctx, ld.release.Objects, ns, head != nil, &rbacDryRun{rec.Command.FieldManager, rec.Command.ForceConflicts}); err != nil {
+			return nil, err
+		}
 		if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
 			return nil, err
 		}
 		o.say("apply: acquired generation %d: %s to %s (mutation %s)", applying.Generation, rec.Command.Transition, applying.Current.Version, mutationID)
 	}
+	crashpoint.At("acquired")
 
 	applied, err := o.applyAll(ctx, ld.release.Objects, rec.Command.FieldManager, rec.Command.ForceConflicts)
 	if err != nil {
@@ -205,6 +233,7 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 		return nil, err
 	}
 	o.say("apply: %d object(s) server-side applied", len(applied))
+	crashpoint.At("applied")
 	convergeDigest, err := o.converge(ctx, applied)
 	if err != nil {
 		return nil, err
@@ -220,11 +249,28 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	if err := committed.Seal(); err != nil {
 		return nil, err
 	}
+	crashpoint.At("before-commit")
 	if _, err := o.writeHead(ctx, ns, ref, applying, committed); err != nil {
 		return nil, err
 	}
+	crashpoint.At("after-commit")
 	o.say("commit: generation %d committed (%s %s)", committed.Generation, committed.Transition.Kind, committed.Current.Version)
 	return o.finish(committed, rdir, "committed")
+}
+
+// checkReceiptsDir makes sure the receipt can be published before anything
+// is written to the cluster: a receipts directory that is a file, or that
+// cannot be created or written, would otherwise fail only after the commit.
+func checkReceiptsDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail.Errorf(fail.Invalid, "receipts directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, receipts.TempPattern)
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "receipts directory %q is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // checkAgainstPreflight re-verifies the release directory against the record.

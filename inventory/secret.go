@@ -78,11 +78,20 @@ func SecretValueDigest(key []byte, namespace, name, field, dataKey string, value
 // its keyed digest, or by RedactedMarker without a key, and whether the
 // values are bound.
 func redact(objs []*unstructured.Unstructured, secrets []secretValue, key []byte) ([]*unstructured.Unstructured, bool, error) {
+	// Only the objects holding a Secret value are copied; every other
+	// object is shared with objs, so a render holds its objects once.
+	holders := map[Identity]bool{}
+	for _, s := range secrets {
+		holders[s.id] = true
+	}
 	out := make([]*unstructured.Unstructured, len(objs))
 	byID := map[Identity]*unstructured.Unstructured{}
 	for i, o := range objs {
-		out[i] = o.DeepCopy()
-		byID[Identity{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()}] = out[i]
+		out[i] = o
+		if id := (Identity{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()}); holders[id] {
+			out[i] = o.DeepCopy()
+			byID[id] = out[i]
+		}
 	}
 	for _, s := range secrets {
 		token := RedactedMarker

@@ -333,9 +333,15 @@ func TestLeastPrivilege(t *testing.T) {
 	kc2, _ := cp.Kubeconfig(second)
 	env2 := []string{"KUBECONFIG=" + kc2}
 	pf2 := filepath.Join(work, "upgrade.json")
-	mustRun(t, env2, "preflight", v310, "--transition", "upgrade", "--expected-head", headToken(t, env2, ns), "--out", pf2)
-	_, stderr, code := run(t, env2, "apply", "--preflight", pf2, "--receipts-dir", filepath.Join(work, "r"))
-	if code != 2 || !strings.Contains(stderr, "forbidden") {
+	// The access check refuses it at preflight, and at apply (with a
+	// preflight made by someone who holds the update), before any write.
+	_, stderr, code := run(t, env2, "preflight", v310, "--transition", "upgrade", "--expected-head", headToken(t, env2, ns), "--out", filepath.Join(work, "refused.json"))
+	if code != 2 || !strings.Contains(stderr, "update configmaps/"+ceremony.HeadName) {
+		t.Fatalf("preflight without the Head's update: exit %d: %s", code, stderr)
+	}
+	mustRun(t, nil, "preflight", v310, "--transition", "upgrade", "--expected-head", headToken(t, nil, ns), "--out", pf2)
+	_, stderr, code = run(t, env2, "apply", "--preflight", pf2, "--receipts-dir", filepath.Join(work, "r"))
+	if code != 2 || !strings.Contains(stderr, "update configmaps/"+ceremony.HeadName) {
 		t.Fatalf("apply without the Head's update: exit %d: %s", code, stderr)
 	}
 	writes, err := cp.Writes(func(e testcluster.AuditEvent) bool { return e.User.Username == second && e.ResponseStatus.Code < 300 })

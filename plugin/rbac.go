@@ -36,7 +36,13 @@ namespace only; get and patch (server-side apply and its dry-run) on exactly
 the release's objects, by name; get on the kube-system Namespace (the cluster
 identity). Nothing else. The kinds are resolved through the cluster's
 discovery (--context), or from the release's own CRDs.
-Namespaces named by the Roles must exist before the Roles are created.`,
+Namespaces named by the Roles must exist before the Roles are created.
+
+No "list" is granted: RBAC cannot limit it by name, so it would reveal every
+object of the kind in the namespace. Apply's convergence read then falls back
+from one LIST per kind and namespace to one GET per object (same result, more
+requests). Add "list" on the release's kinds yourself if you accept that
+trade-off for a faster read-back of large releases (docs/head.md §6).`,
 		Example: `  kubectl ql3 rbac ./release --bind-user ci-deployer | kubectl apply -f -`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

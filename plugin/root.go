@@ -50,7 +50,31 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		newCmdRBAC(flags, streams),
 		newCmdReceipt(streams),
 	)
+	classifyUsageErrors(root)
 	return root
+}
+
+// classifyUsageErrors makes every usage error cobra itself returns —
+// positional arguments, required flags, flag groups — invalid input
+// (exit 2): cobra returns them unclassified, which would exit 1.
+func classifyUsageErrors(root *cobra.Command) {
+	// Runs before cobra's own required-flag and flag-group checks.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := cmd.ValidateRequiredFlags(); err != nil {
+			return fail.Wrap(fail.Invalid, err)
+		}
+		return fail.Wrap(fail.Invalid, cmd.ValidateFlagGroups())
+	}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if args := c.Args; args != nil {
+			c.Args = func(cmd *cobra.Command, a []string) error { return fail.Wrap(fail.Invalid, args(cmd, a)) }
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 // noArgs is cobra.NoArgs classified as invalid input.

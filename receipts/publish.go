@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -102,8 +103,10 @@ func linkNew(dir, path string, data []byte) (replayed bool, err error) {
 	if err := writeSync(tmp, data); err != nil {
 		return false, err
 	}
+	crashpoint.At("publish-before-link")
 	switch err := os.Link(tmp.Name(), path); {
 	case err == nil:
+		crashpoint.At("publish-after-link")
 		return false, syncDir(dir)
 	case errors.Is(err, fs.ErrExist):
 		// Lost a race, or the file was there all along: it is complete

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // AuditEvent is the part of a kube-apiserver audit event (audit.k8s.io/v1,
@@ -34,6 +35,14 @@ type AuditEvent struct {
 // DryRun reports whether the request was a dry run (dryRun=All in the URI).
 func (e AuditEvent) DryRun() bool { return bytes.Contains([]byte(e.RequestURI), []byte("dryRun=All")) }
 
+// Review reports whether the request was an access or token review
+// (SelfSubjectAccessReview and the like): a question to the API server that
+// persists nothing, so not a write although its verb is create.
+func (e AuditEvent) Review() bool {
+	return strings.HasSuffix(e.ObjectRef.Resource, "reviews") &&
+		(e.ObjectRef.APIGroup == "authorization.k8s.io" || e.ObjectRef.APIGroup == "authentication.k8s.io")
+}
+
 // ParseAuditLog reads a JSON-lines audit log.
 func ParseAuditLog(data []byte) ([]AuditEvent, error) {
 	var out []AuditEvent
@@ -52,7 +61,8 @@ func ParseAuditLog(data []byte) ([]AuditEvent, error) {
 	return out, sc.Err()
 }
 
-// Writes returns the completed, non-dry-run writes that match keep.
+// Writes returns the completed writes that match keep; dry runs and
+// reviews (see Review) are not writes.
 func (cp *ControlPlane) Writes(keep func(AuditEvent) bool) ([]AuditEvent, error) {
 	if cp.AuditLogPath == "" {
 		return nil, fmt.Errorf("control plane was started without an audit log")
@@ -67,7 +77,7 @@ func (cp *ControlPlane) Writes(keep func(AuditEvent) bool) ([]AuditEvent, error)
 	}
 	var out []AuditEvent
 	for _, e := range events {
-		if e.Stage == "ResponseComplete" && !e.DryRun() && keep(e) {
+		if e.Stage == "ResponseComplete" && !e.DryRun() && !e.Review() && keep(e) {
 			out = append(out, e)
 		}
 	}

@@ -1,0 +1,169 @@
+package ceremony_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// manyRelease writes a release with enough objects of one kind in one
+// namespace for the convergence read to LIST them: configMaps ConfigMaps,
+// and the four role Deployments.
+func manyRelease(t *testing.T, ns string, configMaps int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "many")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := range configMaps {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%03d\ndata:\n  k: v%d\n", i, i)
+	}
+	for _, role := range []string{"control", "control-ai", "admin", "worker"} {
+		fmt.Fprintf(&b, `---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  labels:
+    qinglong.io/role: %[1]s
+spec:
+  replicas: 0
+  selector:
+    matchLabels:
+      app: %[1]s
+  template:
+    metadata:
+      labels:
+        app: %[1]s
+    spec:
+      containers:
+      - name: app
+        image: registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a
+`, role)
+	}
+	files := map[string]string{
+		"objects.yaml":       b.String(),
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: " + ns + "\nresources:\n- objects.yaml\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockRelease(t, dir, "1.0.0")
+	return dir
+}
+
+// progress records the ceremony's progress lines (and logs them).
+type progress struct {
+	t  *testing.T
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (p *progress) Write(data []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.t.Log(strings.TrimRight(string(data), "\n"))
+	return p.b.Write(data)
+}
+
+func (p *progress) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.b.String()
+}
+
+var readBack = regexp.MustCompile(`converge: read back in \d+ poll\(s\) with (\d+) LIST and (\d+) GET request\(s\)`)
+
+// The convergence read LISTs a kind in a namespace that holds many of the
+// release's objects, and reads the few others by name.
+func TestConvergeReadsManyObjectsWithList(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := manyRelease(t, ns, 30)
+	pr := &progress{t: t}
+	o := options(t, cluster(t, userConfig(t, "lister", "system:masters")), t.TempDir())
+	o.Progress = pr
+	deploy(t, o, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	m := readBack.FindStringSubmatch(pr.String())
+	if m == nil || m[1] == "0" {
+		t.Fatalf("the 30 ConfigMaps were not read back with a LIST:\n%s", pr)
+	}
+	if h := headOf(t, ns); h.Phase != ceremony.PhaseCommitted || h.Steps.Converge == "" {
+		t.Fatalf("head after install: %+v", h)
+	}
+}
+
+// With the least privilege `kubectl ql3 rbac` prints (no list), the LIST
+// is refused once per kind and namespace and the objects are read by name:
+// the deploy still converges and commits.
+func TestConvergeWithoutListFallsBackToGet(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := manyRelease(t, ns, 30)
+	rel, err := inventory.Render(filesys.MakeFsOnDisk(), dir, inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := "nolist-" + ns
+	objs, err := ceremony.RBAC(rel.Objects, ns, cluster(t, cp.RESTConfig()).Mapper(), ceremony.RBACSubject{User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant(t, objs)
+	pr := &progress{t: t}
+	o := options(t, cluster(t, userConfig(t, user)), t.TempDir())
+	o.Progress = pr
+	deploy(t, o, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	out := pr.String()
+	if !strings.Contains(out, "converge: LIST of v1 ConfigMap in "+ns+": forbidden") {
+		t.Fatalf("no forbidden LIST fallback reported:\n%s", out)
+	}
+	m := readBack.FindStringSubmatch(out)
+	if m == nil || m[2] == "0" {
+		t.Fatalf("objects were not read back by name:\n%s", out)
+	}
+	if h := headOf(t, ns); h.Phase != ceremony.PhaseCommitted {
+		t.Fatalf("head after install: %+v", h)
+	}
+}
+
+// grant creates the roles and bindings RBAC printed.
+func grant(t *testing.T, objs []any) {
+	t.Helper()
+	ctx := context.Background()
+	rb := cp.Clientset().RbacV1()
+	for _, obj := range objs {
+		var err error
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			_, err = rb.Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = rb.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = rb.ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			t.Cleanup(func() { _ = rb.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
+		case *rbacv1.ClusterRoleBinding:
+			_, err = rb.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+			t.Cleanup(func() { _ = rb.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
+		default:
+			t.Fatalf("unexpected RBAC object %T", obj)
+		}
+		if err != nil {
+			t.Fatalf("grant %T: %v", obj, err)
+		}
+	}
+}

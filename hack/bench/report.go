@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Summary holds the medians over the runs of one object count. Ratios are
+// the medians of the per-run ratios (both sides measured in the same run).
+type Summary struct {
+	N    int `json:"n"`
+	Runs int `json:"runs"`
+
+	Seconds    map[string]float64 `json:"seconds"`
+	Phases     map[string]float64 `json:"phases"`
+	Ratios     map[string]float64 `json:"ratios"`
+	PeakRSSMiB map[string]float64 `json:"peakRssMiB"`
+	RawWorkers map[string]float64 `json:"rawSecondsByWorkers"`
+	Goals      []Goal             `json:"goals"`
+}
+
+// Goal is one target of issue #8.
+type Goal struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Limit float64 `json:"limit"`
+	Met   bool    `json:"met"`
+}
+
+func summarize(n int, all []*Run) Summary {
+	var runs []*Run
+	for _, r := range all {
+		if r.N == n {
+			runs = append(runs, r)
+		}
+	}
+	s := Summary{N: n, Runs: len(runs), Seconds: map[string]float64{}, Phases: map[string]float64{},
+		Ratios: map[string]float64{}, PeakRSSMiB: map[string]float64{}, RawWorkers: map[string]float64{}}
+	med := func(f func(*Run) float64) float64 {
+		var xs []float64
+		for _, r := range runs {
+			xs = append(xs, f(r))
+		}
+		return round3(median(xs))
+	}
+	s.Seconds["install"] = med(func(r *Run) float64 { return r.QL3.InstallPreflight.Wall + r.QL3.InstallApply.Wall })
+	s.Seconds["installPreflight"] = med(func(r *Run) float64 { return r.QL3.InstallPreflight.Wall })
+	s.Seconds["installApply"] = med(func(r *Run) float64 { return r.QL3.InstallApply.Wall })
+	s.Seconds["upgrade"] = med(func(r *Run) float64 { return r.QL3.UpgradePreflight.Wall + r.QL3.UpgradeApply.Wall })
+	s.Seconds["upgradePreflight"] = med(func(r *Run) float64 { return r.QL3.UpgradePreflight.Wall })
+	s.Seconds["upgradeApply"] = med(func(r *Run) float64 { return r.QL3.UpgradeApply.Wall })
+	s.Seconds["kubectlCreate"] = med(func(r *Run) float64 { return r.KubectlCreate.Wall })
+	s.Seconds["kubectlUpdate"] = med(func(r *Run) float64 { return r.KubectlUpdate.Wall })
+	s.Seconds["rawCreate"] = med(func(r *Run) float64 { return r.RawCreate[r.RawBestCreate].Wall })
+	s.Seconds["rawUpdate"] = med(func(r *Run) float64 { return r.RawUpdate[r.RawBestUpdate].Wall })
+	s.Seconds["lock"] = med(func(r *Run) float64 { return r.LockInstall.Wall })
+	s.Seconds["kubectlCreateThenCurrent"] = med(func(r *Run) float64 { return r.KubectlCreate.Wall + r.KubectlSettle })
+	if runs[0].QL3Before != nil {
+		s.Seconds["beforeInstall"] = med(func(r *Run) float64 { return r.QL3Before.InstallPreflight.Wall + r.QL3Before.InstallApply.Wall })
+		s.Seconds["beforeInstallApply"] = med(func(r *Run) float64 { return r.QL3Before.InstallApply.Wall })
+		s.Seconds["beforeUpgrade"] = med(func(r *Run) float64 { return r.QL3Before.UpgradePreflight.Wall + r.QL3Before.UpgradeApply.Wall })
+		s.Seconds["beforeUpgradeApply"] = med(func(r *Run) float64 { return r.QL3Before.UpgradeApply.Wall })
+		s.Phases["beforeInstallApply.converge"] = med(func(r *Run) float64 { return r.QL3Before.InstallApply.Phases["converge"] })
+		s.Phases["beforeInstallApply.cpu"] = med(func(r *Run) float64 { return r.QL3Before.InstallApply.User + r.QL3Before.InstallApply.Sys })
+		s.Phases["beforeUpgradeApply.cpu"] = med(func(r *Run) float64 { return r.QL3Before.UpgradeApply.User + r.QL3Before.UpgradeApply.Sys })
+		s.PeakRSSMiB["ql3Before"] = med(func(r *Run) float64 {
+			b := r.QL3Before
+			return maxRSS(b.InstallPreflight, b.InstallApply, b.UpgradePreflight, b.UpgradeApply)
+		})
+	}
+	for _, w := range workersOf(runs) {
+		s.RawWorkers[fmt.Sprintf("create-%d", w)] = med(func(r *Run) float64 { return r.RawCreate[w].Wall })
+		s.RawWorkers[fmt.Sprintf("update-%d", w)] = med(func(r *Run) float64 { return r.RawUpdate[w].Wall })
+		for _, k := range []string{"create", "update"} {
+			for _, pass := range []string{"dryRun", "apply"} {
+				key := fmt.Sprintf("%s-%d-%s", k, w, pass)
+				s.RawWorkers[key] = med(func(r *Run) float64 { return r.RawPasses[key] })
+			}
+		}
+	}
+	for _, ph := range []struct {
+		name string
+		get  func(*Run) *Proc
+	}{
+		{"installPreflight", func(r *Run) *Proc { return r.QL3.InstallPreflight }},
+		{"installApply", func(r *Run) *Proc { return r.QL3.InstallApply }},
+		{"upgradePreflight", func(r *Run) *Proc { return r.QL3.UpgradePreflight }},
+		{"upgradeApply", func(r *Run) *Proc { return r.QL3.UpgradeApply }},
+	} {
+		keys := map[string]bool{}
+		for _, r := range runs {
+			for k := range ph.get(r).Phases {
+				keys[k] = true
+			}
+		}
+		for k := range keys {
+			s.Phases[ph.name+"."+k] = med(func(r *Run) float64 { return ph.get(r).Phases[k] })
+		}
+		s.Phases[ph.name+".cpu"] = med(func(r *Run) float64 { return ph.get(r).User + ph.get(r).Sys })
+	}
+	for k := range runs[0].Ratios {
+		s.Ratios[k] = med(func(r *Run) float64 { return r.Ratios[k] })
+	}
+	s.PeakRSSMiB["ql3"] = med(func(r *Run) float64 {
+		return maxRSS(r.QL3.InstallPreflight, r.QL3.InstallApply, r.QL3.UpgradePreflight, r.QL3.UpgradeApply)
+	})
+	s.PeakRSSMiB["kubectl"] = med(func(r *Run) float64 { return maxRSS(r.KubectlCreate, r.KubectlUpdate) })
+	s.PeakRSSMiB["raw"] = med(func(r *Run) float64 { return maxRSS(r.RawCreate[r.RawBestCreate], r.RawUpdate[r.RawBestUpdate]) })
+	goal := func(name string, v, limit float64) {
+		s.Goals = append(s.Goals, Goal{Name: name, Value: v, Limit: limit, Met: v <= limit})
+	}
+	goal("install (preflight + apply) / kubectl apply --server-side create", s.Ratios["installVsKubectl"], 1.0)
+	goal("install (preflight + apply) / raw lower bound (dry-run + apply)", s.Ratios["installVsRaw"], 1.3)
+	goal("upgrade (preflight + apply) / kubectl apply --server-side update", s.Ratios["upgradeVsKubectl"], 1.0)
+	goal("upgrade (preflight + apply) / raw lower bound (dry-run + apply)", s.Ratios["upgradeVsRaw"], 1.3)
+	goal("peak RSS of kubectl-ql3 / peak RSS of kubectl", s.Ratios["rssVsKubectl"], 1.0)
+	return s
+}
+
+func workersOf(runs []*Run) []int {
+	var ws []int
+	for _, r := range runs {
+		for w := range r.RawCreate {
+			if !slices.Contains(ws, w) {
+				ws = append(ws, w)
+			}
+		}
+	}
+	slices.Sort(ws)
+	return ws
+}
+
+// RenderBench is render + lock verify of one large release against
+// `kubectl kustomize` of the same tree.
+type RenderBench struct {
+	N                 int     `json:"n"`
+	Runs              int     `json:"runs"`
+	LockVerifySeconds float64 `json:"lockVerifySeconds"`
+	LockVerifyRSSMiB  float64 `json:"lockVerifyPeakRssMiB"`
+	KustomizeSeconds  float64 `json:"kustomizeSeconds"`
+	KustomizeRSSMiB   float64 `json:"kustomizePeakRssMiB"`
+	Ratio             float64 `json:"ratio"`
+	RSSRatio          float64 `json:"rssRatio"`
+}
+
+func (b *bencher) renderBench(n int) (*RenderBench, error) {
+	dir := filepath.Join(b.work, fmt.Sprintf("render-%d", n))
+	if err := writeRelease(dir, "bench-render", objects(n, "bench-render", 1)); err != nil {
+		return nil, err
+	}
+	offline := "sha256:" + strings.Repeat("0", 64)
+	if _, err := run(b.env, b.c.plugin, "lock", dir, "--version", "1.0.0", "--cluster-identity", offline); err != nil {
+		return nil, err
+	}
+	rb := &RenderBench{N: n, Runs: b.c.runs}
+	var lv, lr, kz, kr, ratios, rssRatios []float64
+	for i := 0; i < b.c.runs; i++ {
+		fmt.Fprintf(os.Stderr, "bench: render + lock verify, %d objects, run %d\n", n, i+1)
+		p, err := run(b.env, b.c.plugin, "lock", "verify", dir)
+		if err != nil {
+			return nil, err
+		}
+		k, err := run(b.env, b.c.kubectl, "kustomize", dir)
+		if err != nil {
+			return nil, err
+		}
+		lv, lr = append(lv, p.Wall), append(lr, p.MaxRSSMiB)
+		kz, kr = append(kz, k.Wall), append(kr, k.MaxRSSMiB)
+		ratios, rssRatios = append(ratios, p.Wall/k.Wall), append(rssRatios, p.MaxRSSMiB/k.MaxRSSMiB)
+	}
+	rb.LockVerifySeconds, rb.LockVerifyRSSMiB = round3(median(lv)), round3(median(lr))
+	rb.KustomizeSeconds, rb.KustomizeRSSMiB = round3(median(kz)), round3(median(kr))
+	rb.Ratio, rb.RSSRatio = round3(median(ratios)), round3(median(rssRatios))
+	return rb, nil
+}
+
+// AuditBench is receipts' BenchmarkAuditChain1000 (go test -bench).
+type AuditBench struct {
+	Benchmark   string  `json:"benchmark"`
+	NsPerOp     float64 `json:"nsPerOp"`
+	BytesPerOp  float64 `json:"bytesPerOp"`
+	AllocsPerOp float64 `json:"allocsPerOp"`
+}
+
+func auditBench() (*AuditBench, error) {
+	fmt.Fprintf(os.Stderr, "bench: go test -bench AuditChain1000 ./receipts/\n")
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "^BenchmarkAuditChain1000$", "-benchmem", "-count", "1", "./receipts/")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, out.String())
+	}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkAuditChain1000") {
+			continue
+		}
+		a := &AuditBench{Benchmark: f[0]}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, _ := strconv.ParseFloat(f[i], 64)
+			switch f[i+1] {
+			case "ns/op":
+				a.NsPerOp = v
+			case "B/op":
+				a.BytesPerOp = v
+			case "allocs/op":
+				a.AllocsPerOp = v
+			}
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("no result in:\n%s", out.String())
+}
+
+// markdown is the README table.
+func markdown(rep *Report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`%s` on %s (%d cores shared by the control plane and the client; medians of %d run(s); ratios are per run, then the median):\n\n",
+		rep.Command, rep.Date[:10], rep.Machine.CPUs, rep.Config["runs"])
+	b.WriteString("| N | transition | kubectl-ql3 preflight + apply | `kubectl apply --server-side` | raw SSA lower bound (dry-run + apply) | vs kubectl | vs raw | kubectl, then until Deployments Current | peak RSS ql3 / kubectl |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(&b, "| %s | install | %.2f s (%.2f + %.2f) | %.2f s | %.2f s | %.2f× | %.2f× | %.2f s (%.2f×) | %.0f / %.0f MiB |\n",
+			thousands(s.N), s.Seconds["install"], s.Seconds["installPreflight"], s.Seconds["installApply"],
+			s.Seconds["kubectlCreate"], s.Seconds["rawCreate"], s.Ratios["installVsKubectl"], s.Ratios["installVsRaw"],
+			s.Seconds["kubectlCreateThenCurrent"], s.Ratios["installVsKubectlThenCurrent"],
+			s.PeakRSSMiB["ql3"], s.PeakRSSMiB["kubectl"])
+		fmt.Fprintf(&b, "| %s | upgrade, every ConfigMap changed | %.2f s (%.2f + %.2f) | %.2f s | %.2f s | %.2f× | %.2f× | | |\n",
+			thousands(s.N), s.Seconds["upgrade"], s.Seconds["upgradePreflight"], s.Seconds["upgradeApply"],
+			s.Seconds["kubectlUpdate"], s.Seconds["rawUpdate"], s.Ratios["upgradeVsKubectl"], s.Ratios["upgradeVsRaw"])
+	}
+	for _, s := range rep.Summary {
+		if _, ok := s.Seconds["beforeInstall"]; ok {
+			fmt.Fprintf(&b, "\nN=%s, same run, -plugin-before: install %.2f s (apply %.2f s, converge %.2f s, apply CPU %.2f s) before vs %.2f s (apply %.2f s, converge %.2f s, apply CPU %.2f s) now (%.2f×); upgrade %.2f s vs %.2f s (%.2f×); peak RSS %.0f vs %.0f MiB.\n",
+				thousands(s.N), s.Seconds["beforeInstall"], s.Seconds["beforeInstallApply"], s.Phases["beforeInstallApply.converge"], s.Phases["beforeInstallApply.cpu"],
+				s.Seconds["install"], s.Seconds["installApply"], s.Phases["installApply.converge"], s.Phases["installApply.cpu"], s.Ratios["installVsBefore"],
+				s.Seconds["beforeUpgrade"], s.Seconds["upgrade"], s.Ratios["upgradeVsBefore"], s.PeakRSSMiB["ql3Before"], s.PeakRSSMiB["ql3"])
+		}
+	}
+	b.WriteString("\nWhere an install's apply spends its time (medians, seconds; `load` = start, render, lock verify, identity and Head reads, Head acquire):\n\n")
+	b.WriteString("| N | preflight: load / dry-run | apply: load + acquire / apply / converge / commit | converge share of apply |\n|---:|---|---|---:|\n")
+	for _, s := range rep.Summary {
+		p := s.Phases
+		conv := 0.0
+		if a := s.Seconds["installApply"]; a > 0 {
+			conv = p["installApply.converge"] / a
+		}
+		fmt.Fprintf(&b, "| %s | %.2f / %.2f | %.2f / %.2f / %.2f / %.2f | %.0f%% |\n", thousands(s.N),
+			p["installPreflight.load"], p["installPreflight.dryRun"],
+			p["installApply.loadAcquire"], p["installApply.apply"], p["installApply.converge"], p["installApply.commit"], 100*conv)
+	}
+	if r := rep.Render; r != nil {
+		fmt.Fprintf(&b, "\nRender + lock verify of %s objects: `kubectl ql3 lock verify` %.2f s / %.0f MiB vs `kubectl kustomize` %.2f s / %.0f MiB (%.2f× time, %.2f× RSS).\n",
+			thousands(r.N), r.LockVerifySeconds, r.LockVerifyRSSMiB, r.KustomizeSeconds, r.KustomizeRSSMiB, r.Ratio, r.RSSRatio)
+	}
+	if a := rep.Audit; a != nil {
+		fmt.Fprintf(&b, "Offline audit of a 1,000-receipt chain (`%s`): %.0f ms, %.0f MiB allocated.\n", a.Benchmark, a.NsPerOp/1e6, a.BytesPerOp/(1<<20))
+	}
+	b.WriteString("\nGoals (issue #8):\n\n")
+	for _, s := range rep.Summary {
+		for _, g := range s.Goals {
+			mark := "met"
+			if !g.Met {
+				mark = "**missed**"
+			}
+			fmt.Fprintf(&b, "- N=%s: %s = %.2f (≤ %.1f): %s\n", thousands(s.N), g.Name, g.Value, g.Limit, mark)
+		}
+	}
+	if len(rep.Throttled) > 0 {
+		fmt.Fprintf(&b, "\nClient-side throttling seen %d time(s), e.g. %q.\n", len(rep.Throttled), rep.Throttled[0])
+	} else {
+		b.WriteString("\nNo client-side throttling was reported by any kubectl-ql3 process.\n")
+	}
+	return b.String()
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,33 @@
+package plugin_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// Usage errors that cobra itself detects (missing required flags, too many
+// positional arguments) are invalid input, exit 2, like every other bad
+// flag — found by the reliability campaign's bad-input corpus, where they
+// exited 1.
+func TestUsageErrorsAreInvalid(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"apply without --preflight", []string{"apply"}, `required flag(s) "preflight" not set`},
+		{"preflight without --transition", []string{"preflight", "dir", "--expected-head", "ql3h1-0-none"}, `required flag(s) "transition" not set`},
+		{"preflight without --expected-head", []string{"preflight", "dir", "--transition", "install"}, `required flag(s) "expected-head" not set`},
+		{"apply with two directories", []string{"apply", "--preflight", "pf.json", "a", "b"}, "accepts at most 1 arg(s), received 2"},
+		{"resume with two directories", []string{"resume", "--preflight", "pf.json", "a", "b"}, "accepts at most 1 arg(s), received 2"},
+		{"rollback without --expected-head", []string{"rollback", "dir"}, `required flag(s) "expected-head" not set`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := run(t, nil, tt.args...)
+			if code != 2 || !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, tt.stderr) || strings.Count(stderr, "error: ") != 1 {
+				t.Fatalf("exit %d, stderr %q; want exit 2 and one `error: ` line with %q", code, stderr, tt.stderr)
+			}
+		})
+	}
+}
