@@ -18,28 +18,30 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
-// The access check makes the ceremony fail closed on missing permissions:
-// before preflight's dry-run and before apply acquires the Head, it asks
-// the API server whether the caller holds every permission the apply will
-// use — get and update (and, with no Head yet, create) of the Head, get
-// and patch of every object, create of every object that does not exist
-// yet — and refuses (invalid input) when one is missing. It costs one
-// SelfSubjectRulesReview per namespace of the release, evaluated locally;
-// only what those rules do not allow (and cluster-scoped objects, which a
-// namespace's rules cannot answer) is asked one by one with a
-// SelfSubjectAccessReview, the API server's authoritative answer, so a
-// rules review that is incomplete (webhook authorizers) never refuses
-// wrongly. Objects are read to see whether they exist only for kinds the
-// caller may not create. Without it, a deployer lacking, say, `get` on one object (the
-// convergence read) or `update` on the Head (the commit of an install)
-// would apply the whole release and only then fail, leaving the Head
-// applying. The reliability campaign found both (hack/reliability, least
-// privilege). What a review cannot answer — RBAC's escalation checks:
-// creating a Role needs `escalate` unless the deployer holds all its
-// permissions, a binding needs `bind` unless it holds the role's — is
-// asked by a server-side dry-run of the release's Roles and bindings:
-// preflight dry-runs every object anyway, and apply does it here, since
-// permissions can change between the two.
+// The access check makes the ceremony fail closed on missing permissions.
+// Before preflight's dry-run, and again before apply acquires the Head, it
+// asks the API server whether the caller holds every permission the apply
+// will use — get and update (and, with no Head yet, create) of the Head,
+// get and patch of every object, create of every object that does not
+// exist yet — and refuses (invalid input) when one is missing. Without it
+// a deployer lacking, say, `get` on one object (the convergence read) or
+// `update` on the Head (the commit of an install) applied the whole
+// release and only then failed, leaving the Head applying: the reliability
+// campaign found both (hack/reliability, least privilege).
+//
+// It costs one SelfSubjectRulesReview per namespace of the release,
+// evaluated locally; only what those rules do not allow, and
+// cluster-scoped objects (which a namespace's rules cannot answer), are
+// asked one by one with a SelfSubjectAccessReview, the API server's
+// authoritative answer — so an incomplete rules review (webhook
+// authorizers) never refuses wrongly. Objects are read, to see whether they
+// exist, only for kinds the caller may not create.
+//
+// What no review answers — RBAC's escalation checks: creating a Role needs
+// `escalate` unless the deployer holds all its permissions, a binding needs
+// `bind` unless it holds the role's — is asked by a server-side dry-run of
+// the release's Roles and bindings: preflight dry-runs every object anyway,
+// and apply does it here, since permissions can change between the two.
 
 // access is one permission.
 type access struct {
@@ -257,6 +259,8 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 					case err == nil:
 						exists = true
 					case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+					case apierrors.IsForbidden(err):
+						note(at("get"), false, nil)
 					default:
 						note(create, false, err)
 						return

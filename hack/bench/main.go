@@ -52,6 +52,7 @@ type config struct {
 	ql3Args      []string
 	cpuProfiles  string
 	keepWork     bool
+	cooldown     time.Duration
 }
 
 func main() {
@@ -79,7 +80,8 @@ func main() {
 	flag.BoolVar(&c.audit, "audit", true, "run the 1,000-receipt chain audit benchmark")
 	flag.StringVar(&ql3Args, "ql3-args", os.Getenv("BENCH_QL3_ARGS"), "extra flags for kubectl ql3 preflight and apply (e.g. --parallelism 32)")
 	flag.StringVar(&c.cpuProfiles, "cpuprofile-dir", os.Getenv("BENCH_CPUPROFILE_DIR"), "write CPU profiles of the plugin's preflight and apply (last run of each N) here")
-	flag.BoolVar(&c.keepWork, "keep", false, "keep the work directory")
+	flag.DurationVar(&c.cooldown, "cooldown", 15*time.Second, "pause after each contender's create, once the controllers are done with it (at least 150ms per Deployment)")
+	flag.BoolVar(&c.keepWork, "keep", false, "keep the work directory and the control plane's logs")
 	flag.Parse()
 	var err error
 	if c.ns, err = ints(ns); err != nil {
@@ -176,7 +178,7 @@ func bench(c config) error {
 	if err != nil {
 		return err
 	}
-	defer cp.Stop(false)
+	defer func() { cp.Stop(c.keepWork) }()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() { <-sig; cp.Stop(false); os.Exit(130) }()
@@ -510,32 +512,43 @@ func (b *bencher) settle(ns string) (float64, error) {
 	}
 }
 
-// quiesce waits (untimed) until kube-controller-manager has also posted
-// its Events for the namespace's Deployments: the deployment controller
-// sends them through its own client, rate-limited at 20 requests/s with
-// its real work, so a backlog left by one contender would slow the next
-// one's convergence. It waits until there are at least as many Events as
-// Deployments and their number has not changed for two seconds.
+// quiesce waits (untimed) until kube-controller-manager is done with the
+// namespace beyond the Deployments: every ReplicaSet observed by the
+// replicaset controller and an EndpointSlice for every Service, so that
+// its leftover work (each controller's client is rate-limited to 20
+// requests/s) does not slow the next contender's convergence.
 func (b *bencher) quiesce(ns string, deployments int) error {
-	deadline := time.Now().Add(5 * time.Minute)
-	last, stable := -1, 0
+	ctx := context.Background()
+	start := time.Now()
+	deadline := start.Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		list, err := b.cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		rss, err := b.cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
-		n := len(list.Items)
-		if n == last && n >= deployments {
-			if stable++; stable >= 4 {
-				return nil
+		pending := 0
+		for _, rs := range rss.Items {
+			if rs.Status.ObservedGeneration < rs.Generation {
+				pending++
 			}
-		} else {
-			stable = 0
 		}
-		last = n
-		time.Sleep(500 * time.Millisecond)
+		svcs, err := b.cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		slices, err := b.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if pending == 0 && len(slices.Items) >= len(svcs.Items) {
+			// And a fixed pause: contenders run right after one another
+			// were measured to converge up to 3× slower without it.
+			time.Sleep(max(b.c.cooldown, time.Duration(deployments)*150*time.Millisecond))
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("quiesce %s: Events still being posted after 5m", ns)
+	return fmt.Errorf("quiesce %s: controllers still busy after 5m", ns)
 }
 
 // deleteNamespaces deletes the run's namespaces and waits (untimed) until

@@ -21,6 +21,8 @@ type Proc struct {
 	Sys       float64            `json:"sysSeconds"`
 	Phases    map[string]float64 `json:"phases,omitempty"`
 	Throttled []string           `json:"throttled,omitempty"`
+	// Stderr holds the first stderr lines, "+seconds text".
+	Stderr []string `json:"stderr,omitempty"`
 
 	lines  []stampedLine
 	stdout []byte
@@ -66,7 +68,10 @@ func run(env []string, name string, args ...string) (*Proc, error) {
 		p.User = time.Duration(ru.Utime.Nano()).Seconds()
 		p.Sys = time.Duration(ru.Stime.Nano()).Seconds()
 	}
-	for _, l := range p.lines {
+	for i, l := range p.lines {
+		if i < 60 {
+			p.Stderr = append(p.Stderr, fmt.Sprintf("+%.3f %s", l.at, l.text))
+		}
 		if strings.Contains(l.text, "throttl") || strings.Contains(l.text, "Waited before sending request") {
 			p.Throttled = append(p.Throttled, l.text)
 		}

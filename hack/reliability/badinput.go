@@ -359,7 +359,7 @@ func caseBadInput(c *campaign, cs *caseState) []Row {
 			parts = append(parts, fmt.Sprintf("%d/%d %ss", v[1], v[0], w))
 		}
 	}
-	row.Observed = fmt.Sprintf("%d/%d as expected (%s); 0 writes required", ok.Load(), row.Runs, strings.Join(parts, ", "))
+	row.Observed = fmt.Sprintf("%d/%d as expected (%s); 0 cluster writes by their users", ok.Load(), row.Runs, strings.Join(parts, ", "))
 	row.Pass = ok.Load() == int64(row.Runs)
 	row.Details = map[string]any{"corpus": len(corpus)}
 	return []Row{row}

@@ -122,9 +122,10 @@ func caseCrashes(c *campaign, cs *caseState) []Row {
 	return []Row{row}
 }
 
-// crashRun is one run. killed says whether the apply was really killed;
-// double whether a recovery was killed too.
-func (c *campaign) crashRun(i int, rng *rand.Rand, stats *crashStats) (killed, moved, double bool, err error) {
+// crashRun is one run. killed says whether the apply was really killed,
+// resumed whether the recovery was a resume, double whether a recovery was
+// killed too.
+func (c *campaign) crashRun(i int, rng *rand.Rand, stats *crashStats) (killed, resumed, double bool, err error) {
 	ns, err := c.namespace("crash")
 	if err != nil {
 		return false, false, false, err
@@ -204,41 +205,41 @@ func (c *campaign) crashRun(i int, rng *rand.Rand, stats *crashStats) (killed, m
 		verb := "apply"
 		if h != nil && h.Phase == ceremony.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest {
 			verb = "resume"
-			moved = true
+			resumed = true
 		}
 		_, kc, err := c.user("recoverer", "system:masters")
 		if err != nil {
-			return true, moved, double, err
+			return true, resumed, double, err
 		}
 		args := []string{verb, "--preflight", pf.Path, "--receipts-dir", rdir}
 		if attempt == 0 && rng.IntN(5) == 0 {
 			t := timedKill{"", time.Duration(200+rng.IntN(1500)) * time.Millisecond}
 			r, err := c.killAt(kc, nil, &t, rng, append(args, "--qps", "20", "--burst", "1")...)
 			if err != nil {
-				return true, moved, double, err
+				return true, resumed, double, err
 			}
 			if r.killed {
 				double = true
 				continue
 			}
 			if r.code != 0 {
-				return true, moved, double, fmt.Errorf("after %s: %s: exit %d: %s", what, verb, r.code, r.stderr)
+				return true, resumed, double, fmt.Errorf("after %s: %s: exit %d: %s", what, verb, r.code, r.stderr)
 			}
 			break
 		}
 		r := c.runBinary(kc, nil, args...)
 		if r.code != 0 {
-			return true, moved, double, fmt.Errorf("after %s (%s): %s: exit %d: %s", what, moment(res.stderr), verb, r.code, r.stderr)
+			return true, resumed, double, fmt.Errorf("after %s (%s): %s: exit %d: %s", what, moment(res.stderr), verb, r.code, r.stderr)
 		}
 		break
 	}
 	if _, _, err := c.checkConverged(ns, pf.Record, gen, rdir); err != nil {
-		return true, moved, double, fmt.Errorf("after %s (%s): %v", what, moment(res.stderr), err)
+		return true, resumed, double, fmt.Errorf("after %s (%s): %v", what, moment(res.stderr), err)
 	}
 	if r := c.runBinary(c.cp.AdminKubeconfig, nil, "receipt", "audit", rdir); r.code != 0 {
-		return true, moved, double, fmt.Errorf("after %s: receipt audit: exit %d: %s%s", what, r.code, r.stdout, r.stderr)
+		return true, resumed, double, fmt.Errorf("after %s: receipt audit: exit %d: %s%s", what, r.code, r.stdout, r.stderr)
 	}
-	return true, moved, double, nil
+	return true, resumed, double, nil
 }
 
 // killAt runs the plugin; with tk it SIGKILLs it after tk's anchor line and
