@@ -7,10 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -215,4 +219,74 @@ func copyMap[V any](m map[string]V) map[string]V {
 		out[k] = v
 	}
 	return out
+}
+
+// notServedYet is the real cluster, except that the kind Widget is not yet
+// served for the first misses applies of it (or for ever when misses < 0):
+// what a kube-apiserver that has just restarted answers while it rebuilds
+// discovery and its CRD handlers from storage.
+type notServedYet struct {
+	ceremony.Cluster
+	mu     sync.Mutex
+	misses int
+	resets int
+}
+
+func (c *notServedYet) Apply(ctx context.Context, u *unstructured.Unstructured, fm string, force, dryRun bool) (*unstructured.Unstructured, error) {
+	if u.GetKind() == "Widget" && !dryRun {
+		c.mu.Lock()
+		miss := c.misses != 0
+		if c.misses > 0 {
+			c.misses--
+		}
+		c.mu.Unlock()
+		if miss {
+			return nil, &meta.NoKindMatchError{GroupKind: u.GroupVersionKind().GroupKind(), SearchedVersions: []string{u.GroupVersionKind().Version}}
+		}
+	}
+	return c.Cluster.Apply(ctx, u, fm, force, dryRun)
+}
+
+func (c *notServedYet) ResetMapper() {
+	c.mu.Lock()
+	c.resets++
+	c.mu.Unlock()
+	c.Cluster.ResetMapper()
+}
+
+// A kind of the release's own CRD that the API server does not serve yet is
+// waited for (discovery read again) instead of failing the apply as invalid;
+// if it never comes, apply fails as unavailable (exit 4) and a rerun settles.
+func TestCRDKindNotYetServed(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := release(t, "v3.0.0", ns, "")
+	cl := &notServedYet{Cluster: cluster(t, userConfig(t, "alice", "system:masters")), misses: 3}
+	o := options(t, cl, t.TempDir())
+	res := deploy(t, o, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	if res.Outcome != "committed" || cl.misses != 0 || cl.resets < 3 {
+		t.Fatalf("outcome %q, %d misses left, %d discovery resets", res.Outcome, cl.misses, cl.resets)
+	}
+
+	ns2 := targetNamespace(t)
+	dir2 := release(t, "v3.0.0", ns2, "")
+	never := &notServedYet{Cluster: cluster(t, userConfig(t, "alice", "system:masters")), misses: -1}
+	o2 := options(t, never, t.TempDir())
+	o2.Timeout = 2 * time.Second
+	pf := preflight(t, o2, dir2, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	_, err := ceremony.RunApply(context.Background(), o2, ceremony.ApplyRequest{Preflight: pf.Record})
+	if !fail.Is(err, fail.Unavailable) || !strings.Contains(err.Error(), "not served") {
+		t.Fatalf("apply with the kind never served: %v (class %v), want unavailable", err, fail.ClassOf(err))
+	}
+	if h := headOf(t, ns2); h.Phase != ceremony.PhaseApplying {
+		t.Fatalf("Head after the unavailable apply: %+v", h)
+	}
+	// The kind is served again: resume takes the transition over and commits.
+	o3 := options(t, cluster(t, userConfig(t, "alice", "system:masters")), o2.ReceiptsDir)
+	res3, err := ceremony.RunApply(context.Background(), o3, ceremony.ApplyRequest{Preflight: pf.Record, Resume: true})
+	if err != nil || res3.Outcome == "" {
+		t.Fatalf("rerun: %+v %v", res3, err)
+	}
+	if h := headOf(t, ns2); h.Phase != ceremony.PhaseCommitted {
+		t.Fatalf("Head after the rerun: %+v", h)
+	}
 }

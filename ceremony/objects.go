@@ -146,17 +146,12 @@ func retryDelay(attempt int, err error) time.Duration {
 // dryRunAll is preflight step 4: a server-side dry-run of every object.
 func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool, controlNS string) (string, int, error) {
 	releaseNS := map[string]bool{}
-	releaseKinds := map[string]bool{}
 	for _, u := range objs {
 		if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
 			releaseNS[u.GetName()] = true
 		}
-		if u.GetKind() == "CustomResourceDefinition" && u.GroupVersionKind().Group == crdGroup {
-			group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-			kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
-			releaseKinds[group+"/"+kind] = true
-		}
 	}
+	releaseKinds := crdKinds(objs)
 	results := forEach(ctx, o.Parallelism, objs, func(ctx context.Context, u *unstructured.Unstructured) objectResult {
 		r := objectResult{ID: identityOf(u), Result: dryRunOK}
 		_, err := o.applyOne(ctx, u, fm, force, true)
@@ -191,6 +186,19 @@ func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructur
 	return d, deferred, err
 }
 
+// crdKinds is the set of "group/Kind" the release's own CRDs define.
+func crdKinds(objs []*unstructured.Unstructured) map[string]bool {
+	kinds := map[string]bool{}
+	for _, u := range objs {
+		if isCRD(u) {
+			group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+			kinds[group+"/"+kind] = true
+		}
+	}
+	return kinds
+}
+
 func isNamespaceNotFound(err error) bool {
 	var st apierrors.APIStatus
 	if errors.As(err, &st) && st.Status().Details != nil {
@@ -206,6 +214,8 @@ func classifyObjects(step string, failed, total int, errs []error) error {
 	class := fail.Unavailable
 	for _, err := range errs {
 		switch {
+		case fail.Is(err, fail.Unavailable):
+			// Decided below the API answer (e.g. a kind not yet served).
 		case apierrors.IsConflict(err):
 			class = fail.Conflict
 		case class != fail.Conflict && (apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || meta.IsNoMatchError(err) || apierrors.IsNotFound(err)):
@@ -223,6 +233,7 @@ func classifyObjects(step string, failed, total int, errs []error) error {
 // until Established before anything that may use them.
 func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool) ([]objectResult, error) {
 	var all []objectResult
+	releaseKinds := crdKinds(objs)
 	for i, stage := range stages(objs) {
 		if len(stage) == 0 {
 			continue
@@ -230,7 +241,13 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 		o.say("apply: stage %d: %d object(s)", i+1, len(stage))
 		results := forEach(ctx, o.Parallelism, stage, func(ctx context.Context, u *unstructured.Unstructured) objectResult {
 			r := objectResult{ID: identityOf(u), Result: "applied"}
-			got, err := o.applyOne(ctx, u, fm, force, false)
+			var got *unstructured.Unstructured
+			var err error
+			if releaseKinds[u.GroupVersionKind().Group+"/"+u.GetKind()] {
+				got, err = o.applyServed(ctx, u, fm, force)
+			} else {
+				got, err = o.applyOne(ctx, u, fm, force, false)
+			}
 			if err != nil {
 				r.err = err
 				return r
@@ -261,6 +278,34 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 	}
 	slices.SortFunc(all, func(a, b objectResult) int { return inventory.Compare(a.ID, b.ID) })
 	return all, nil
+}
+
+// applyServed applies an object whose kind this release's own CRD defines.
+// An Established CRD is not yet served everywhere at once: an API server
+// that has just started (or one of several behind a load balancer) builds
+// its discovery and CRD handlers from storage a moment later. Until then
+// the kind is missing from discovery (no match) or its path answers 404,
+// both of which mean "not yet", not "wrong": discovery is read again and
+// the apply retried until --timeout, which then fails as unavailable
+// (exit 4; a rerun of apply settles it).
+func (o *Options) applyServed(ctx context.Context, u *unstructured.Unstructured, fm string, force bool) (*unstructured.Unstructured, error) {
+	deadline := time.Now().Add(o.Timeout)
+	for {
+		got, err := o.applyOne(ctx, u, fm, force, false)
+		notServed := meta.IsNoMatchError(err) || (apierrors.IsNotFound(err) && !isNamespaceNotFound(err))
+		if !notServed {
+			return got, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fail.Errorf(fail.Unavailable, "kind %s of this release's CRD is Established but not served within %s: %w", u.GroupVersionKind(), o.Timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(establishedPollEvery):
+		}
+		o.Cluster.ResetMapper()
+	}
 }
 
 func (o *Options) waitEstablished(ctx context.Context, results []objectResult) error {
