@@ -59,7 +59,7 @@ type ceremonyFlags struct {
 }
 
 func (f *ceremonyFlags) add(fs *pflag.FlagSet, receiptsFlags bool) {
-	fs.IntVar(&f.parallelism, "parallelism", defaultParallelism, "server-side applies and dry-runs in flight at once within a stage")
+	fs.IntVar(&f.parallelism, "parallelism", defaultParallelism, "server-side applies, dry-runs and convergence reads in flight at once within a stage")
 	fs.Float32Var(&f.qps, "qps", defaultQPS, "client-side request rate limit (requests per second); the API server's priority and fairness and 429 Retry-After still apply")
 	fs.IntVar(&f.burst, "burst", defaultBurst, "client-side request burst above --qps")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on waiting for CRDs to be Established and objects to converge")

@@ -48,6 +48,7 @@ type config struct {
 	out          string
 	tableOut     string
 	renderN      int
+	renderRuns   int
 	audit        bool
 	ql3Args      []string
 	cpuProfiles  string
@@ -77,6 +78,7 @@ func main() {
 	flag.StringVar(&c.out, "out", "bench.json", "results file")
 	flag.StringVar(&c.tableOut, "table", "", "also write the Markdown table here")
 	flag.IntVar(&c.renderN, "render-n", envInt("BENCH_RENDER_N", 5000), "objects of the render + lock verify benchmark (0: skip)")
+	flag.IntVar(&c.renderRuns, "render-runs", envInt("BENCH_RENDER_RUNS", 1), "runs of the render + lock verify benchmark (kustomize takes minutes at 5,000 objects)")
 	flag.BoolVar(&c.audit, "audit", true, "run the 1,000-receipt chain audit benchmark")
 	flag.StringVar(&ql3Args, "ql3-args", os.Getenv("BENCH_QL3_ARGS"), "extra flags for kubectl ql3 preflight and apply (e.g. --parallelism 32)")
 	flag.StringVar(&c.cpuProfiles, "cpuprofile-dir", os.Getenv("BENCH_CPUPROFILE_DIR"), "write CPU profiles of the plugin's preflight and apply (last run of each N) here")

@@ -136,11 +136,12 @@ var (
 	preflightMarks = []phaseMark{
 		{"load", "preflight: release", nil},               // start, kubeconfig, render, lock verify
 		{"identityHead", "preflight: head", nil},          // cluster identity, Head read, transition rules
+		{"access", "access: ", nil},                       // permission review (builds that have one)
 		{"dryRun", "preflight: server-side dry-run", nil}, // dry-run of every object
 		{"record", "preflight: record", nil},              // preflight record written
 	}
 	applyMarks = []phaseMark{
-		{"loadAcquire", "apply: acquired", nil}, // start, render, verify, identity, Head read, CAS
+		{"loadAcquire", "apply: acquired", nil}, // start, render, verify, identity, Head read, permission review (builds that have one), CAS
 		{"apply", "apply: ", []string{"server-side applied"}},
 		{"converge", "converge: ", []string{"current"}},
 		{"commit", "commit: ", nil}, // final identity read + Head commit CAS

@@ -159,9 +159,9 @@ func (b *bencher) renderBench(n int) (*RenderBench, error) {
 	if _, err := run(b.env, b.c.plugin, "lock", dir, "--version", "1.0.0", "--cluster-identity", offline); err != nil {
 		return nil, err
 	}
-	rb := &RenderBench{N: n, Runs: b.c.runs}
+	rb := &RenderBench{N: n, Runs: b.c.renderRuns}
 	var lv, lr, kz, kr, ratios, rssRatios []float64
-	for i := 0; i < b.c.runs; i++ {
+	for i := 0; i < b.c.renderRuns; i++ {
 		fmt.Fprintf(os.Stderr, "bench: render + lock verify, %d objects, run %d\n", n, i+1)
 		p, err := run(b.env, b.c.plugin, "lock", "verify", dir)
 		if err != nil {
@@ -245,16 +245,16 @@ func markdown(rep *Report) string {
 				s.Seconds["beforeUpgrade"], s.Seconds["upgrade"], s.Ratios["upgradeVsBefore"], s.PeakRSSMiB["ql3Before"], s.PeakRSSMiB["ql3"])
 		}
 	}
-	b.WriteString("\nWhere an install's apply spends its time (medians, seconds; `load` = start, render, lock verify, identity and Head reads, Head acquire):\n\n")
-	b.WriteString("| N | preflight: load / dry-run | apply: load + acquire / apply / converge / commit | converge share of apply |\n|---:|---|---|---:|\n")
+	b.WriteString("\nWhere an install's apply spends its time (medians, seconds; `load` = process start, render and lock verify; apply's `load + acquire` adds the identity and Head reads, the permission review and the Head CAS):\n\n")
+	b.WriteString("| N | preflight: load / access review / dry-run | apply: load + acquire / apply / converge / commit | converge share of apply |\n|---:|---|---|---:|\n")
 	for _, s := range rep.Summary {
 		p := s.Phases
 		conv := 0.0
 		if a := s.Seconds["installApply"]; a > 0 {
 			conv = p["installApply.converge"] / a
 		}
-		fmt.Fprintf(&b, "| %s | %.2f / %.2f | %.2f / %.2f / %.2f / %.2f | %.0f%% |\n", thousands(s.N),
-			p["installPreflight.load"], p["installPreflight.dryRun"],
+		fmt.Fprintf(&b, "| %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f / %.2f | %.0f%% |\n", thousands(s.N),
+			p["installPreflight.load"], p["installPreflight.access"], p["installPreflight.dryRun"],
 			p["installApply.loadAcquire"], p["installApply.apply"], p["installApply.converge"], p["installApply.commit"], 100*conv)
 	}
 	if r := rep.Render; r != nil {
