@@ -15,6 +15,9 @@ export PATH := $(BIN):$(PATH)
 # Pinned tool versions (built into bin/tools, never taken from PATH).
 GORELEASER_VERSION := v2.15.1
 KREW_VERSION       := v0.4.3
+# The peers `make bench` measures the ceremony against (issue #8).
+HELM_VERSION       := v4.3.1
+# kapp v0.64.2 is pinned in hack/bench/peers/kapp/go.mod.
 
 FUZZTIME   ?= 60s
 # Without a bound, minimising a new crasher stalls for minutes on a 2-core
@@ -25,7 +28,7 @@ TEST_FLAGS ?=
 BENCH_N    ?= 100,1000,3000
 BENCH_RUNS ?= 3
 
-.PHONY: all build test unit controlplane demo bench lint tools dist clean fuzz reliability
+.PHONY: all build test unit controlplane demo bench bench-peers lint tools dist clean fuzz reliability
 
 all: build
 
@@ -45,9 +48,14 @@ unit: ## the tests that need no cluster
 demo: build controlplane ## lock -> preflight -> apply -> receipt audit against a local control plane
 	hack/demo.sh
 
-bench: build controlplane ## the ceremony vs kubectl apply --server-side vs a raw SSA loop, and Go benchmarks; writes bench.json (README, Performance)
+bench: build controlplane bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp and a raw SSA loop, and Go benchmarks; writes bench.json (README, Performance)
 	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/
-	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl -out bench.json
+	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl \
+	  -helm $(TOOLS)/helm -kapp $(TOOLS)/kapp -out bench.json -table bench.md
+
+bench-peers: ## helm and kapp, pinned, into bin/tools (only make bench needs them)
+	GOBIN=$(TOOLS) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	cd hack/bench/peers/kapp && go build -trimpath -o $(TOOLS)/kapp .
 
 reliability: build controlplane ## the fault campaign (README, Reliability): prints the table, writes reliability.json
 	go run ./hack/reliability -bin $(PLUGIN) -json reliability.json $(RELIABILITY_FLAGS)

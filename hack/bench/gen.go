@@ -156,6 +156,19 @@ func writeYAMLStream(path string, objs []map[string]any) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
+// writeChart writes a Helm chart whose one template is objs, verbatim (the
+// generated objects hold no template actions).
+func writeChart(dir string, objs []map[string]any) error {
+	if err := os.MkdirAll(filepath.Join(dir, "templates"), 0o755); err != nil {
+		return err
+	}
+	chart := "apiVersion: v2\nname: bench\nversion: 1.0.0\n"
+	if err := os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte(chart), 0o644); err != nil {
+		return err
+	}
+	return writeYAMLStream(filepath.Join(dir, "templates", "objects.yaml"), objs)
+}
+
 func writeJSON(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {

@@ -45,6 +45,8 @@ type config struct {
 	plugin       string
 	pluginBefore string
 	kubectl      string
+	helm         string
+	kapp         string
 	out          string
 	tableOut     string
 	renderN      int
@@ -75,6 +77,8 @@ func main() {
 	flag.StringVar(&c.plugin, "plugin", "bin/kubectl-ql3", "the kubectl-ql3 binary")
 	flag.StringVar(&c.pluginBefore, "plugin-before", "", "also run the ceremony with this kubectl-ql3 binary (before/after in the same run)")
 	flag.StringVar(&c.kubectl, "kubectl", "bin/controlplane/kubectl", "the kubectl binary")
+	flag.StringVar(&c.helm, "helm", "", "also measure this helm (v4) binary: helm install, then helm upgrade (empty: skip)")
+	flag.StringVar(&c.kapp, "kapp", "", "also measure this kapp binary: kapp deploy --wait=false, create then update (empty: skip)")
 	flag.StringVar(&c.out, "out", "bench.json", "results file")
 	flag.StringVar(&c.tableOut, "table", "", "also write the Markdown table here")
 	flag.IntVar(&c.renderN, "render-n", envInt("BENCH_RENDER_N", 5000), "objects of the render + lock verify benchmark (0: skip)")
@@ -93,7 +97,7 @@ func main() {
 		die(fmt.Errorf("-workers: %w", err))
 	}
 	c.ql3Args = strings.Fields(ql3Args)
-	for _, p := range []*string{&c.plugin, &c.kubectl, &c.pluginBefore} {
+	for _, p := range []*string{&c.plugin, &c.kubectl, &c.pluginBefore, &c.helm, &c.kapp} {
 		if *p == "" {
 			continue
 		}
@@ -153,6 +157,16 @@ type Run struct {
 	// the ceremony's apply waits for it).
 	KubectlSettle float64 `json:"kubectlCreateThenCurrentExtraSeconds"`
 
+	// Helm: `helm install` of a chart whose templates are the objects,
+	// then `helm upgrade` to the changed ones (Helm 4's defaults: no --wait).
+	HelmCreate *Proc `json:"helmInstall,omitempty"`
+	HelmUpdate *Proc `json:"helmUpgrade,omitempty"`
+	// kapp: `kapp deploy --wait=false` of the objects, then of the changed
+	// ones. Without waiting kapp does less than the ceremony (which waits
+	// for every object to be Current): the harder peer to beat.
+	KappCreate *Proc `json:"kappCreate,omitempty"`
+	KappUpdate *Proc `json:"kappUpdate,omitempty"`
+
 	// RawCreate and RawUpdate by worker count: one process doing the
 	// dry-run pass then the apply pass.
 	RawCreate     map[int]*Proc      `json:"rawCreate"`
@@ -172,7 +186,8 @@ func bench(c config) error {
 		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(),
 			Note: fmt.Sprintf("%d cores shared by the control plane (etcd, kube-apiserver, kube-controller-manager) and the client, and by other work on the machine; ratios are measured in the same run", runtime.NumCPU())},
 		Config: map[string]any{"n": c.ns, "runs": c.runs, "rawWorkers": c.workers, "ql3Args": c.ql3Args,
-			"kubectl": "kubectl apply --server-side -f <rendered file>", "serviceCIDR": "10.96.0.0/16"},
+			"kubectl": "kubectl apply --server-side -f <rendered file>", "serviceCIDR": "10.96.0.0/16",
+			"helm": "helm install|upgrade bench <chart> -n <ns>", "kapp": "kapp deploy -a bench -f <file> -n <ns> --yes --wait=false"},
 		Throttled: []string{},
 	}
 	fmt.Fprintf(os.Stderr, "bench: starting the control plane\n")
@@ -269,7 +284,14 @@ func (b *bencher) run(n, r int) (*Run, error) {
 	run := &Run{N: n, Run: r, QL3: &QL3{}, RawCreate: map[int]*Proc{}, RawUpdate: map[int]*Proc{}, RawPasses: map[string]float64{}, Ratios: map[string]float64{}}
 	nsK := tag + "-kubectl"
 	nsR := func(w int) string { return fmt.Sprintf("%s-raw%d", tag, w) }
+	nsH, nsKapp := tag+"-helm", tag+"-kapp"
 	all := []string{tag + "-ql3", nsK}
+	if b.c.helm != "" {
+		all = append(all, nsH)
+	}
+	if b.c.kapp != "" {
+		all = append(all, nsKapp)
+	}
 	if b.c.pluginBefore != "" {
 		run.QL3Before = &QL3{}
 		all = append(all, tag+"-ql3before")
@@ -375,6 +397,53 @@ func (b *bencher) run(n, r int) (*Run, error) {
 			return err
 		}})
 
+	if b.c.helm != "" {
+		charts := [2]string{filepath.Join(dir, "helm-v1"), filepath.Join(dir, "helm-v2")}
+		for i, chart := range charts {
+			if err := writeChart(chart, objects(n, nsH, i+1)); err != nil {
+				return nil, err
+			}
+		}
+		helmEnv := append(slices.Clone(b.env), "HELM_CACHE_HOME="+filepath.Join(dir, "helm-home", "cache"),
+			"HELM_CONFIG_HOME="+filepath.Join(dir, "helm-home", "config"), "HELM_DATA_HOME="+filepath.Join(dir, "helm-home", "data"))
+		steps = append(steps, step{"helm",
+			func() (err error) {
+				if run.HelmCreate, err = run1(helmEnv, b.c.helm, "install", "bench", charts[0], "-n", nsH); err != nil {
+					return err
+				}
+				_, err = b.settle(nsH)
+				return err
+			},
+			func() (err error) {
+				run.HelmUpdate, err = run1(helmEnv, b.c.helm, "upgrade", "bench", charts[1], "-n", nsH)
+				return err
+			}})
+	}
+	if b.c.kapp != "" {
+		f1, f2 := filepath.Join(dir, "kapp-v1.yaml"), filepath.Join(dir, "kapp-v2.yaml")
+		if err := writeYAMLStream(f1, objects(n, nsKapp, 1)); err != nil {
+			return nil, err
+		}
+		if err := writeYAMLStream(f2, objects(n, nsKapp, 2)); err != nil {
+			return nil, err
+		}
+		kapp := func(file string) []string {
+			return []string{"deploy", "-a", "bench", "-f", file, "-n", nsKapp, "--yes", "--wait=false", "--tty=false"}
+		}
+		steps = append(steps, step{"kapp",
+			func() (err error) {
+				if run.KappCreate, err = run1(b.env, b.c.kapp, kapp(f1)...); err != nil {
+					return err
+				}
+				_, err = b.settle(nsKapp)
+				return err
+			},
+			func() (err error) {
+				run.KappUpdate, err = run1(b.env, b.c.kapp, kapp(f2)...)
+				return err
+			}})
+	}
+
 	rawFile := func(w, rev int) string { return filepath.Join(dir, fmt.Sprintf("raw%d-v%d.json", w, rev)) }
 	for _, w := range b.c.workers {
 		for _, rev := range []int{1, 2} {
@@ -449,6 +518,14 @@ func (b *bencher) run(n, r int) (*Run, error) {
 	run.Ratios["upgradeVsRaw"] = round3(upgrade / run.RawUpdate[run.RawBestUpdate].Wall)
 	run.Ratios["rssVsKubectl"] = round3(maxRSS(q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply) /
 		maxRSS(run.KubectlCreate, run.KubectlUpdate))
+	if run.HelmCreate != nil {
+		run.Ratios["installVsHelm"] = round3(install / run.HelmCreate.Wall)
+		run.Ratios["upgradeVsHelm"] = round3(upgrade / run.HelmUpdate.Wall)
+	}
+	if run.KappCreate != nil {
+		run.Ratios["installVsKapp"] = round3(install / run.KappCreate.Wall)
+		run.Ratios["upgradeVsKapp"] = round3(upgrade / run.KappUpdate.Wall)
+	}
 	if bq := run.QL3Before; bq != nil {
 		run.Ratios["installVsBefore"] = round3(install / (bq.InstallPreflight.Wall + bq.InstallApply.Wall))
 		run.Ratios["upgradeVsBefore"] = round3(upgrade / (bq.UpgradePreflight.Wall + bq.UpgradeApply.Wall))

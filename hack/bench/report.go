@@ -61,6 +61,16 @@ func summarize(n int, all []*Run) Summary {
 	s.Seconds["rawCreate"] = med(func(r *Run) float64 { return r.RawCreate[r.RawBestCreate].Wall })
 	s.Seconds["rawUpdate"] = med(func(r *Run) float64 { return r.RawUpdate[r.RawBestUpdate].Wall })
 	s.Seconds["lock"] = med(func(r *Run) float64 { return r.LockInstall.Wall })
+	if runs[0].HelmCreate != nil {
+		s.Seconds["helmInstall"] = med(func(r *Run) float64 { return r.HelmCreate.Wall })
+		s.Seconds["helmUpgrade"] = med(func(r *Run) float64 { return r.HelmUpdate.Wall })
+		s.PeakRSSMiB["helm"] = med(func(r *Run) float64 { return maxRSS(r.HelmCreate, r.HelmUpdate) })
+	}
+	if runs[0].KappCreate != nil {
+		s.Seconds["kappCreate"] = med(func(r *Run) float64 { return r.KappCreate.Wall })
+		s.Seconds["kappUpdate"] = med(func(r *Run) float64 { return r.KappUpdate.Wall })
+		s.PeakRSSMiB["kapp"] = med(func(r *Run) float64 { return maxRSS(r.KappCreate, r.KappUpdate) })
+	}
 	s.Seconds["kubectlCreateThenCurrent"] = med(func(r *Run) float64 { return r.KubectlCreate.Wall + r.KubectlSettle })
 	if runs[0].QL3Before != nil {
 		s.Seconds["beforeInstall"] = med(func(r *Run) float64 { return r.QL3Before.InstallPreflight.Wall + r.QL3Before.InstallApply.Wall })
@@ -121,6 +131,14 @@ func summarize(n int, all []*Run) Summary {
 	goal("upgrade (preflight + apply) / kubectl apply --server-side update", s.Ratios["upgradeVsKubectl"], 1.0)
 	goal("upgrade (preflight + apply) / raw lower bound (dry-run + apply)", s.Ratios["upgradeVsRaw"], 1.3)
 	goal("peak RSS of kubectl-ql3 / peak RSS of kubectl", s.Ratios["rssVsKubectl"], 1.0)
+	if _, ok := s.Ratios["installVsHelm"]; ok {
+		goal("install / helm install", s.Ratios["installVsHelm"], 1.0)
+		goal("upgrade / helm upgrade", s.Ratios["upgradeVsHelm"], 1.0)
+	}
+	if _, ok := s.Ratios["installVsKapp"]; ok {
+		goal("install / kapp deploy --wait=false (create)", s.Ratios["installVsKapp"], 1.0)
+		goal("upgrade / kapp deploy --wait=false (update)", s.Ratios["upgradeVsKapp"], 1.0)
+	}
 	return s
 }
 
@@ -256,6 +274,28 @@ func markdown(rep *Report) string {
 		fmt.Fprintf(&b, "| %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f / %.2f | %.0f%% |\n", thousands(s.N),
 			p["installPreflight.load"], p["installPreflight.access"], p["installPreflight.dryRun"],
 			p["installApply.loadAcquire"], p["installApply.apply"], p["installApply.converge"], p["installApply.commit"], 100*conv)
+	}
+	if len(rep.Summary) > 0 && (rep.Summary[0].Seconds["helmInstall"] > 0 || rep.Summary[0].Seconds["kappCreate"] > 0) {
+		b.WriteString("\nThe same objects, same runs, against Helm and kapp (medians; ratio = kubectl-ql3 preflight + apply / peer, per run, then the median; peak RSS):\n\n")
+		b.WriteString("| N | transition | kubectl-ql3 | `helm install` / `helm upgrade` | vs Helm | `kapp deploy --wait=false` | vs kapp |\n|---:|---|---:|---:|---:|---:|---:|\n")
+		cell := func(sec, ratio, rss float64) (string, string) {
+			if sec == 0 {
+				return "–", "–"
+			}
+			r := fmt.Sprintf("%.2f s", sec)
+			if rss > 0 {
+				r += fmt.Sprintf(", %.0f MiB", rss)
+			}
+			return r, fmt.Sprintf("%.2f×", ratio)
+		}
+		for _, s := range rep.Summary {
+			h, hr := cell(s.Seconds["helmInstall"], s.Ratios["installVsHelm"], s.PeakRSSMiB["helm"])
+			k, kr := cell(s.Seconds["kappCreate"], s.Ratios["installVsKapp"], s.PeakRSSMiB["kapp"])
+			fmt.Fprintf(&b, "| %s | install | %.2f s, %.0f MiB | %s | %s | %s | %s |\n", thousands(s.N), s.Seconds["install"], s.PeakRSSMiB["ql3"], h, hr, k, kr)
+			h, hr = cell(s.Seconds["helmUpgrade"], s.Ratios["upgradeVsHelm"], 0)
+			k, kr = cell(s.Seconds["kappUpdate"], s.Ratios["upgradeVsKapp"], 0)
+			fmt.Fprintf(&b, "| %s | upgrade | %.2f s | %s | %s | %s | %s |\n", thousands(s.N), s.Seconds["upgrade"], h, hr, k, kr)
+		}
 	}
 	if r := rep.Render; r != nil {
 		fmt.Fprintf(&b, "\nRender + lock verify of %s objects: `kubectl ql3 lock verify` %.2f s / %.0f MiB vs `kubectl kustomize` %.2f s / %.0f MiB (%.2f× time, %.2f× RSS).\n",
