@@ -88,7 +88,7 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 		}
 		res := r.read(ctx, ids)
 		var still []int
-		var failed []error
+		var failed, denied []error
 		lastMsg := map[int]string{}
 		for j, rr := range res {
 			i := pending[j]
@@ -97,10 +97,20 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 				continue
 			}
 			lastMsg[i] = rr.err.Error()
+			if apierrors.IsForbidden(rr.err) || apierrors.IsUnauthorized(rr.err) {
+				denied = append(denied, fmt.Errorf("%s: %w", rr.ID, rr.err))
+			}
 			if rr.Result == status.FailedStatus.String() {
 				failed = append(failed, fmt.Errorf("%s: %w", rr.ID, rr.err))
 			}
 			still = append(still, i)
+		}
+		if len(denied) > 0 {
+			// Waiting cannot grant a permission: fail now, not at --timeout.
+			for _, err := range denied {
+				o.say("converge: %v", err)
+			}
+			return "", fail.Errorf(fail.Invalid, "converge: %d object(s) cannot be read back (the deployer needs get on each applied object: `kubectl ql3 rbac` prints the rules; the Head stays applying, `kubectl ql3 resume` continues once granted): %w", len(denied), utilerrors.NewAggregate(denied))
 		}
 		if len(failed) > 0 {
 			for _, err := range failed {

@@ -3,6 +3,7 @@ package ceremony_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,12 +11,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -123,6 +129,19 @@ func TestConvergeWithoutListFallsBackToGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The release's ConfigMaps live in the control namespace: its Role
+	// grants `create configmaps` (Head and release alike) once.
+	for _, obj := range objs {
+		if r, ok := obj.(*rbacv1.Role); ok {
+			for i := range r.Rules {
+				for j := range i {
+					if fmt.Sprint(r.Rules[i]) == fmt.Sprint(r.Rules[j]) {
+						t.Fatalf("Role %s/%s grants %v twice", r.Namespace, r.Name, r.Rules[i])
+					}
+				}
+			}
+		}
+	}
 	grant(t, objs)
 	pr := &progress{t: t}
 	o := options(t, cluster(t, userConfig(t, user)), t.TempDir())
@@ -165,5 +184,37 @@ func grant(t *testing.T, objs []any) {
 		if err != nil {
 			t.Fatalf("grant %T: %v", obj, err)
 		}
+	}
+}
+
+// forbidGet is the real cluster, except that reading back objects of one
+// kind is forbidden: a permission withdrawn between apply and converge.
+type forbidGet struct {
+	ceremony.Cluster
+	kind string
+}
+
+func (c forbidGet) Get(ctx context.Context, id inventory.Identity) (*unstructured.Unstructured, error) {
+	if id.Kind == c.kind {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: strings.ToLower(c.kind) + "s"}, id.Name, errors.New("get withdrawn by the test"))
+	}
+	return c.Cluster.Get(ctx, id)
+}
+
+// A read-back the deployer may not make fails at once as invalid input
+// (exit 2), naming the objects, instead of waiting out --timeout as if the
+// objects were slow to become ready; the Head stays applying for resume.
+func TestConvergeForbiddenFailsFast(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := manyRelease(t, ns, 3)
+	o := options(t, forbidGet{Cluster: cluster(t, userConfig(t, "alice", "system:masters")), kind: "ConfigMap"}, t.TempDir())
+	o.Timeout = time.Minute
+	pf := preflight(t, o, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	_, err := ceremony.RunApply(context.Background(), o, ceremony.ApplyRequest{Preflight: pf.Record})
+	if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "cannot be read back") || !strings.Contains(err.Error(), "get withdrawn by the test") {
+		t.Fatalf("apply: %v (class %v), want invalid naming the forbidden read", err, fail.ClassOf(err))
+	}
+	if h := headOf(t, ns); h.Phase != ceremony.PhaseApplying {
+		t.Fatalf("Head: %+v, want applying", h)
 	}
 }
