@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -132,11 +133,16 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
 		r := rules(namespaced[ns], extra[ns])
 		if ns == controlNS {
-			r = append([]rbacv1.PolicyRule{
+			head := []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{HeadName}},
-				// create cannot be limited by name (the name is in the body, not the URL).
-				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
-			}, r...)
+			}
+			// create cannot be limited by name (the name is in the body, not
+			// the URL); the release's own ConfigMaps may have granted it already.
+			createCM := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}
+			if !slices.ContainsFunc(r, func(p rbacv1.PolicyRule) bool { return reflect.DeepEqual(p, createCM) }) {
+				head = append(head, createCM)
+			}
+			r = append(head, r...)
 		}
 		out = append(out, &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},

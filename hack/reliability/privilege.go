@@ -132,7 +132,7 @@ func caseLeastPrivilege(c *campaign, cs *caseState) []Row {
 		}
 		outcomes[outcome] = append(outcomes[outcome], key)
 	})
-	row.Observed = fmt.Sprintf("%d rule verbs × {install, upgrade} × {removed before preflight, between preflight and apply}, + 2 baselines: %d failed closed, %d succeeded (verb not needed, or granted twice), %d failed open",
+	row.Observed = fmt.Sprintf("%d rule verbs × {install, upgrade} × {removed before preflight, between preflight and apply}, + 2 baselines: %d failed closed, %d succeeded (verb not needed), %d failed open",
 		len(vs)-1, closed.Load(), notNeeded.Load(), open.Load())
 	if c.cfg.Quick {
 		row.Observed = fmt.Sprintf("%d runs: %d failed closed, %d not needed (succeeded), %d failed open", row.Runs, closed.Load(), notNeeded.Load(), open.Load())
