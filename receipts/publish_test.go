@@ -2,6 +2,8 @@ package receipts
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,28 +102,41 @@ func TestPublish(t *testing.T) {
 
 const helperEnv = "QL3_RECEIPTS_PUBLISH_HELPER"
 
-// TestPublishHelperProcess is the child of TestPublishConcurrent: it waits
-// for the start file, then publishes the shared receipt once.
-func TestPublishHelperProcess(t *testing.T) {
-	dir := os.Getenv(helperEnv)
-	if dir == "" {
-		t.Skip("helper process for TestPublishConcurrent")
+// TestMain runs the child processes of TestPublishConcurrent: with the
+// helper variable set, the test binary waits for the start file, then
+// publishes the shared receipt once and exits, running no test.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(helperEnv); dir != "" {
+		if err := publishHelper(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "publish helper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
+	os.Exit(m.Run())
+}
+
+func publishHelper(dir string) error {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Microsecond) {
 		if _, err := os.Stat(dir + ".go"); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("start file never appeared")
+			return errors.New("start file never appeared")
 		}
 	}
-	res, err := Publish(dir, concurrentReceipt(t), testKey(9))
+	r := newReceipt().inv(200).r
+	if err := r.Seal(); err != nil {
+		return err
+	}
+	res, err := Publish(dir, &r, testKey(9))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if !res.Replayed {
 		os.Stdout.WriteString("WROTE\n")
 	}
+	return nil
 }
 
 func concurrentReceipt(t testing.TB) *Receipt { return newReceipt().inv(200).sealed(t) }
@@ -130,9 +145,6 @@ func concurrentReceipt(t testing.TB) *Receipt { return newReceipt().inv(200).sea
 // one receipt name: exactly one file results, complete, and no temporary
 // file is left.
 func TestPublishConcurrent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
 	for round := range 3 {
 		base := t.TempDir()
 		dir := filepath.Join(base, "receipts")
@@ -143,7 +155,7 @@ func TestPublishConcurrent(t *testing.T) {
 		var cmds []*exec.Cmd
 		var outs []*bytes.Buffer
 		for range procs {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestPublishHelperProcess$", "-test.count=1")
+			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(os.Environ(), helperEnv+"="+dir)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
