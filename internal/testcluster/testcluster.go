@@ -588,8 +588,9 @@ func (cp *ControlPlane) Stop(keepLogs bool) {
 // package, runs the tests, and stops it. A control plane that cannot start
 // fails the package with the reason; it never skips.
 func Main(m *testing.M, opts Options, into **ControlPlane) {
-	if isFuzzWorker() {
-		// A fuzzing worker runs only the fuzz target: no cluster needed.
+	if isFuzzWorker() || hasFlag("-test.list") {
+		// A fuzzing worker runs only the fuzz target, and -list runs
+		// nothing: no cluster needed.
 		os.Exit(m.Run())
 	}
 	cp, err := Start(opts)
@@ -604,9 +605,14 @@ func Main(m *testing.M, opts Options, into **ControlPlane) {
 }
 
 // isFuzzWorker reports whether this test binary is a `go test -fuzz` worker.
-func isFuzzWorker() bool {
+func isFuzzWorker() bool { return hasFlag("-test.fuzzworker") }
+
+// hasFlag reports whether the test binary was given the flag name (as
+// `name`, `name=value`, or `name value`).
+func hasFlag(name string) bool {
 	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(a, "-test.fuzzworker") {
+		a = strings.Replace(a, "--", "-", 1)
+		if a == name || strings.HasPrefix(a, name+"=") {
 			return true
 		}
 	}
