@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 const (
@@ -417,26 +418,9 @@ func (l *Lock) Marshal() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// MarshalYAML writes an identity as one flow mapping in the lock.
-func (id Identity) MarshalYAML() (any, error) {
-	return flowMapping("apiVersion", id.APIVersion, "kind", id.Kind, "namespace", id.Namespace, "name", id.Name)
-}
-
 // MarshalYAML writes a source file as one flow mapping in the lock.
 func (f SourceFile) MarshalYAML() (any, error) {
-	return flowMapping("path", f.Path, "digest", f.Digest)
-}
-
-func flowMapping(kv ...string) (*yamlv3.Node, error) {
-	n := &yamlv3.Node{Kind: yamlv3.MappingNode, Style: yamlv3.FlowStyle}
-	for _, s := range kv {
-		var c yamlv3.Node
-		if err := c.Encode(s); err != nil {
-			return nil, err
-		}
-		n.Content = append(n.Content, &c)
-	}
-	return n, nil
+	return canon.FlowMapping("path", f.Path, "digest", f.Digest)
 }
 
 // normalized is a copy of l with absent lists made empty, so that a lock

@@ -66,7 +66,7 @@ func TestKubectlKustomizeParity(t *testing.T) {
 
 func identityOf(o map[string]any) Identity {
 	u := unstructured.Unstructured{Object: o}
-	return Identity{u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName()}
+	return Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
 }
 
 func canonicalEach(t *testing.T, objs []map[string]any) []string {

@@ -33,7 +33,7 @@ func TestRenderFixtures(t *testing.T) {
 			t.Fatalf("%s: %d objects, %d identities", name, len(r.Objects), len(r.Inventory))
 		}
 		for i, o := range r.Objects {
-			if id := (Identity{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()}); id != r.Inventory[i] {
+			if id := (Identity{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}); id != r.Inventory[i] {
 				t.Errorf("%s: object %d is %s, inventory says %s", name, i, id, r.Inventory[i])
 			}
 		}

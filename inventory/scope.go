@@ -10,11 +10,6 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
-// GroupKind is the identity's API group and kind.
-func (id Identity) GroupKind() schema.GroupKind {
-	return schema.FromAPIVersionAndKind(id.APIVersion, id.Kind).GroupKind()
-}
-
 // builtinScopes is whether each built-in Kubernetes kind is namespaced: the
 // offline answer when no RESTMapper is at hand.
 var builtinScopes = map[schema.GroupKind]bool{

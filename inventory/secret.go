@@ -88,7 +88,7 @@ func redact(objs []*unstructured.Unstructured, secrets []secretValue, key []byte
 	byID := map[Identity]*unstructured.Unstructured{}
 	for i, o := range objs {
 		out[i] = o
-		if id := (Identity{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()}); holders[id] {
+		if id := (Identity{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}); holders[id] {
 			out[i] = o.DeepCopy()
 			byID[id] = out[i]
 		}

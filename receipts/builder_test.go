@@ -8,28 +8,28 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // td is a deterministic test digest.
 func td(label string, args ...any) string {
-	return inventory.DigestBytes("test", fmt.Appendf(nil, label, args...))
+	return canon.DigestBytes("test", fmt.Appendf(nil, label, args...))
 }
 
 // testInventory is n sorted, unique identities.
-func testInventory(n int) []inventory.Identity {
+func testInventory(n int) []canon.Identity {
 	kinds := []struct{ apiVersion, kind, ns string }{
 		{"apps/v1", "Deployment", "ql3"},
 		{"rbac.authorization.k8s.io/v1", "ClusterRole", ""},
 		{"v1", "ConfigMap", "ql3"},
 		{"v1", "Service", "ql3"},
 	}
-	ids := make([]inventory.Identity, 0, n)
+	ids := make([]canon.Identity, 0, n)
 	for i := range n {
 		k := kinds[i%len(kinds)]
-		ids = append(ids, inventory.Identity{APIVersion: k.apiVersion, Kind: k.kind, Namespace: k.ns, Name: fmt.Sprintf("obj-%05d", i)})
+		ids = append(ids, canon.Identity{APIVersion: k.apiVersion, Kind: k.kind, Namespace: k.ns, Name: fmt.Sprintf("obj-%05d", i)})
 	}
-	inventory.SortIdentities(ids)
+	canon.SortIdentities(ids)
 	return ids
 }
 
@@ -43,7 +43,7 @@ func newReceipt() *rb {
 		Generation: 1,
 		Transition: Transition{Kind: KindInstall, CommandDigest: td("command-1"), PreflightDigest: td("preflight-1")},
 		Head:       HeadRef{DeploymentDigest: td("deployment-1"), StateDigest: td("state-1")},
-		Target:     Target{ClusterIdentity: inventory.ClusterIdentity("kube-system-uid"), Namespace: "ql3"},
+		Target:     Target{ClusterIdentity: canon.ClusterIdentity("kube-system-uid"), Namespace: "ql3"},
 		Tool:       Tool{Name: "kubectl-ql3", Version: "v3.0.0", FieldManager: "kubectl-ql3"},
 		Steps: Steps{
 			Identity: td("identity-1"), DryRun: td("dry-run-1"), Apply: td("apply-1"),
@@ -63,7 +63,7 @@ func (b *rb) version(v string) *rb {
 func (b *rb) inv(n int) *rb {
 	b.r.Inventory = testInventory(n)
 	b.r.Deployment.InventoryCount = n
-	b.r.Deployment.InventoryDigest, _ = inventory.InventoryDigest(b.r.Inventory)
+	b.r.Deployment.InventoryDigest, _ = canon.InventoryDigest(b.r.Inventory)
 	return b
 }
 
@@ -176,4 +176,4 @@ func forge(t testing.TB, r *Receipt) []byte {
 
 type ed25519PublicKey = ed25519.PublicKey
 
-func canonicalJSON(v any) ([]byte, error) { return inventory.Canonical(v) }
+func canonicalJSON(v any) ([]byte, error) { return canon.Canonical(v) }

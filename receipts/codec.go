@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // Transition kinds.
@@ -67,7 +67,7 @@ func (r *Receipt) Bytes() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	whole, err := inventory.Canonical(r)
+	whole, err := canon.Canonical(r)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ type encoded struct {
 // name, each "name":value with the value canonical; so each top-level member
 // is canonicalised once and the object assembled twice, with and without
 // selfDigest. Member names are the json tags (plain ASCII, no escaping).
-// Bytes cross-checks the result against inventory.Canonical of the whole.
+// Bytes cross-checks the result against canon.Canonical of the whole.
 func (r *Receipt) encode() (encoded, error) {
 	type member struct {
 		name  string
@@ -154,7 +154,7 @@ func (r *Receipt) encode() (encoded, error) {
 	var enc encoded
 	for i := range rt.NumField() {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
-		c, err := inventory.Canonical(rv.Field(i).Interface())
+		c, err := canon.Canonical(rv.Field(i).Interface())
 		if err != nil {
 			return enc, fmt.Errorf("field %q: %w", name, err)
 		}
@@ -199,7 +199,7 @@ func (r *Receipt) selfDigest() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return inventory.DigestBytes(inventory.DomainReceipt, enc.unsealed), nil
+	return canon.DigestBytes(canon.DomainReceipt, enc.unsealed), nil
 }
 
 // SelfDigestOf recomputes the receipt digest of r (ignoring r.SelfDigest).
@@ -210,7 +210,7 @@ func fieldErr(field, format string, args ...any) error {
 }
 
 func checkDigest(field, v string) error {
-	if !inventory.IsDigest(v) {
+	if !canon.IsDigest(v) {
 		return fieldErr(field, "%q is not a digest (\"sha256:\" and 64 lowercase hex digits)", v)
 	}
 	return nil
@@ -302,19 +302,19 @@ func (r *Receipt) validate(enc encoded) error {
 	if err := checkDigest("selfDigest", r.SelfDigest); err != nil {
 		return err
 	}
-	if self := inventory.DigestBytes(inventory.DomainReceipt, enc.unsealed); self != r.SelfDigest {
+	if self := canon.DigestBytes(canon.DomainReceipt, enc.unsealed); self != r.SelfDigest {
 		return fieldErr("selfDigest", "%q, but the receipt digests to %q", r.SelfDigest, self)
 	}
 	return nil
 }
 
-// inventoryDigest is inventory.InventoryDigest(ids), from the canonical
+// inventoryDigest is canon.InventoryDigest(ids), from the canonical
 // array already at hand when there is one.
-func inventoryDigest(ids []inventory.Identity, canonical []byte) (string, error) {
+func inventoryDigest(ids []canon.Identity, canonical []byte) (string, error) {
 	if canonical == nil {
-		return inventory.InventoryDigest(ids)
+		return canon.InventoryDigest(ids)
 	}
-	return inventory.DigestBytes(inventory.DomainInventory, canonical), nil
+	return canon.DigestBytes(canon.DomainInventory, canonical), nil
 }
 
 func checkDeployment(field string, d Deployment) error {
@@ -333,7 +333,7 @@ func checkDeployment(field string, d Deployment) error {
 	return nil
 }
 
-func checkInventory(ids []inventory.Identity) error {
+func checkInventory(ids []canon.Identity) error {
 	if ids == nil {
 		return fieldErr("inventory", "is null; an empty inventory is []")
 	}
@@ -349,7 +349,7 @@ func checkInventory(ids []inventory.Identity) error {
 			return fieldErr(fmt.Sprintf("inventory[%d].namespace", i), "is not valid UTF-8")
 		}
 	}
-	if err := inventory.CheckSortedUnique(ids); err != nil {
+	if err := canon.CheckSortedUnique(ids); err != nil {
 		return fieldErr("inventory", "%v", err)
 	}
 	return nil
@@ -435,15 +435,15 @@ func decodeStrict(data []byte, v any, what string) error {
 // explainNonCanonical names the first structural difference between the
 // bytes read and the canonical bytes of what they decoded to: a missing or
 // unknown member, a null, or only non-canonical encoding.
-func explainNonCanonical(what string, got, canon []byte) error {
+func explainNonCanonical(what string, got, want []byte) error {
 	var g, w any
-	if decodeNumbers(got, &g) == nil && decodeNumbers(canon, &w) == nil {
+	if decodeNumbers(got, &g) == nil && decodeNumbers(want, &w) == nil {
 		if msg := shapeDiff("", w, g); msg != "" {
 			return fail.Errorf(fail.Tamper, "%s %s", what, msg)
 		}
 	}
 	i := 0
-	for i < len(got) && i < len(canon) && got[i] == canon[i] {
+	for i < len(got) && i < len(want) && got[i] == want[i] {
 		i++
 	}
 	return fail.Errorf(fail.Tamper, "%s is not canonical JSON (RFC 8785): it differs from its canonical form at byte %d", what, i)

@@ -11,7 +11,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 func TestRoundTripAndDeterminism(t *testing.T) {
@@ -73,7 +73,7 @@ func TestSelfDigestDefinition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := inventory.DigestBytes("receipt", c); got != r.SelfDigest {
+		if got := canon.DigestBytes("receipt", c); got != r.SelfDigest {
 			t.Errorf("generation %d: recomputed %q, sealed %q", r.Generation, got, r.SelfDigest)
 		}
 	}
@@ -170,7 +170,7 @@ func TestParseStrict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m["selfDigest"] = inventory.DigestBytes("receipt", c)
+		m["selfDigest"] = canon.DigestBytes("receipt", c)
 		raw, _ = json.Marshal(m)
 		c, _ = jcs.Transform(raw)
 		return c
@@ -289,7 +289,7 @@ func TestTamperSampledLarge(t *testing.T) {
 func TestReorderInventory(t *testing.T) {
 	r := newReceipt().inv(10).sealed(t)
 	swapped := *r
-	swapped.Inventory = append([]inventory.Identity(nil), r.Inventory...)
+	swapped.Inventory = append([]canon.Identity(nil), r.Inventory...)
 	swapped.Inventory[3], swapped.Inventory[7] = swapped.Inventory[7], swapped.Inventory[3]
 	// Reordered as is: the selfDigest no longer matches.
 	data, _ := swapped.canonical()
@@ -298,7 +298,7 @@ func TestReorderInventory(t *testing.T) {
 		t.Fatalf("reordered: got %v", err)
 	}
 	// Reordered and re-digested everywhere: the order rule still holds.
-	swapped.Deployment.InventoryDigest, _ = inventory.InventoryDigest(swapped.Inventory)
+	swapped.Deployment.InventoryDigest, _ = canon.InventoryDigest(swapped.Inventory)
 	if _, err := Parse(forge(t, &swapped)); err == nil || !strings.Contains(err.Error(), "out of order") {
 		t.Fatalf("reordered and re-digested: got %v", err)
 	}

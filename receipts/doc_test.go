@@ -13,7 +13,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 
-	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // docExamples reads the fenced blocks marked "<!-- example:NAME -->" out of
@@ -54,7 +54,7 @@ func TestDocExample(t *testing.T) {
 	if got := FileName(r); got != ex["file-name"] {
 		t.Errorf("file name %q, doc says %q", got, ex["file-name"])
 	}
-	if got, _ := inventory.InventoryDigest(r.Inventory); got != ex["inventory-digest"] {
+	if got, _ := canon.InventoryDigest(r.Inventory); got != ex["inventory-digest"] {
 		t.Errorf("inventory digest %q, doc says %q", got, ex["inventory-digest"])
 	}
 	if got, _ := SelfDigestOf(r); got != ex["self-digest"] || r.SelfDigest != got {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // FuzzParse: Parse never panics, and whatever it accepts re-serialises to
@@ -18,8 +18,8 @@ func FuzzParse(f *testing.F) {
 	}
 	odd := newReceipt().with(func(r *Receipt) {
 		r.Inventory[0].Name = "a\"b\\c\u2028\u00e9<&>\x01\x7f😀"
-		inventory.SortIdentities(r.Inventory)
-		r.Deployment.InventoryDigest, _ = inventory.InventoryDigest(r.Inventory)
+		canon.SortIdentities(r.Inventory)
+		r.Deployment.InventoryDigest, _ = canon.InventoryDigest(r.Inventory)
 		r.Tool.FieldManager = "mgr\t\u2029"
 	}).sealed(f)
 	f.Add(mustBytes(f, odd))
@@ -53,7 +53,7 @@ func FuzzParseSignature(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, err := inventory.Canonical(s)
+		out, err := canon.Canonical(s)
 		if err != nil || !bytes.Equal(out, data) {
 			t.Fatalf("accepted %q but serialises to %q (%v)", data, out, err)
 		}
@@ -69,10 +69,10 @@ func FuzzSealStrings(f *testing.F) {
 	f.Add("\xff", "", "\xed\xa0\x80")
 	f.Fuzz(func(t *testing.T, name, ns, tool string) {
 		b := newReceipt().with(func(r *Receipt) {
-			r.Inventory = append(r.Inventory, inventory.Identity{APIVersion: "x/v1", Kind: "K", Namespace: ns, Name: name})
-			inventory.SortIdentities(r.Inventory)
+			r.Inventory = append(r.Inventory, canon.Identity{APIVersion: "x/v1", Kind: "K", Namespace: ns, Name: name})
+			canon.SortIdentities(r.Inventory)
 			r.Deployment.InventoryCount = len(r.Inventory)
-			r.Deployment.InventoryDigest, _ = inventory.InventoryDigest(r.Inventory)
+			r.Deployment.InventoryDigest, _ = canon.InventoryDigest(r.Inventory)
 			r.Tool.Name = tool
 		})
 		r := b.r

@@ -3,7 +3,7 @@
 // talks to a cluster (docs/receipts.md).
 package receipts
 
-import "github.com/qinglong/kubectl-ql3/inventory"
+import "github.com/qinglong/kubectl-ql3/inventory/canon"
 
 // Schema is the receipt schema this package writes and audits.
 const Schema = "qinglong/deployment-receipt@v2"
@@ -17,19 +17,19 @@ const (
 // (RFC 8785) is the file's exact bytes; SelfDigest is the "receipt"-domain
 // digest of the canonical receipt without selfDigest.
 type Receipt struct {
-	Schema                string               `json:"schema"`
-	Generation            int64                `json:"generation"`
-	Transition            Transition           `json:"transition"`
-	Deployment            Deployment           `json:"deployment"`
-	Inventory             []inventory.Identity `json:"inventory"`
-	PreviousDeployment    *Deployment          `json:"previousDeployment"`
-	PreviousReceiptDigest string               `json:"previousReceiptDigest"`
-	Head                  HeadRef              `json:"head"`
-	Target                Target               `json:"target"`
-	Tool                  Tool                 `json:"tool"`
-	Steps                 Steps                `json:"steps"`
-	Flags                 Flags                `json:"flags"`
-	SelfDigest            string               `json:"selfDigest"`
+	Schema                string           `json:"schema"`
+	Generation            int64            `json:"generation"`
+	Transition            Transition       `json:"transition"`
+	Deployment            Deployment       `json:"deployment"`
+	Inventory             []canon.Identity `json:"inventory"`
+	PreviousDeployment    *Deployment      `json:"previousDeployment"`
+	PreviousReceiptDigest string           `json:"previousReceiptDigest"`
+	Head                  HeadRef          `json:"head"`
+	Target                Target           `json:"target"`
+	Tool                  Tool             `json:"tool"`
+	Steps                 Steps            `json:"steps"`
+	Flags                 Flags            `json:"flags"`
+	SelfDigest            string           `json:"selfDigest"`
 }
 
 // Transition is the exact transition a deployment made.

@@ -11,7 +11,7 @@ import (
 	"os"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // SignatureSchema is the schema of a detached receipt signature.
@@ -53,7 +53,7 @@ func KeyID(pub ed25519.PublicKey) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(der)
-	return inventory.DigestPrefix + hex.EncodeToString(sum[:]), nil
+	return canon.DigestPrefix + hex.EncodeToString(sum[:]), nil
 }
 
 // Sign returns the signature file's bytes for the sealed receipt r.
@@ -74,7 +74,7 @@ func Sign(r *Receipt, key ed25519.PrivateKey) ([]byte, error) {
 		ReceiptDigest: r.SelfDigest,
 		Signature:     base64.StdEncoding.EncodeToString(ed25519.Sign(key, SignedMessage(r.SelfDigest))),
 	}
-	return inventory.Canonical(s)
+	return canon.Canonical(s)
 }
 
 // ParseSignature reads a signature file strictly: canonical JSON, known
@@ -95,17 +95,17 @@ func ParseSignature(data []byte) (*Signature, error) {
 	if err := decodeStrict(data, &s, what); err != nil {
 		return nil, err
 	}
-	canon, err := inventory.Canonical(s)
+	want, err := canon.Canonical(s)
 	if err != nil {
 		return nil, fail.Errorf(fail.Tamper, "signature: %w", err)
 	}
-	if !bytes.Equal(canon, data) {
-		return nil, explainNonCanonical(what, data, canon)
+	if !bytes.Equal(want, data) {
+		return nil, explainNonCanonical(what, data, want)
 	}
-	if !inventory.IsDigest(s.KeyID) {
+	if !canon.IsDigest(s.KeyID) {
 		return nil, fail.Errorf(fail.Tamper, "signature field %q: %q is not a key id", "keyId", s.KeyID)
 	}
-	if !inventory.IsDigest(s.ReceiptDigest) {
+	if !canon.IsDigest(s.ReceiptDigest) {
 		return nil, fail.Errorf(fail.Tamper, "signature field %q: %q is not a digest", "receiptDigest", s.ReceiptDigest)
 	}
 	raw, err := base64.StdEncoding.Strict().DecodeString(s.Signature)

@@ -1,9 +1,12 @@
-package inventory
+package canon
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Identity names one object: apiVersion/kind/namespace/name. Cluster-scoped
@@ -81,4 +84,27 @@ func Missing(a, b []Identity) []Identity {
 		}
 	}
 	return out
+}
+
+// GroupKind is the identity's API group and kind.
+func (id Identity) GroupKind() schema.GroupKind {
+	return schema.FromAPIVersionAndKind(id.APIVersion, id.Kind).GroupKind()
+}
+
+// MarshalYAML writes an identity as one flow mapping (as in the lock).
+func (id Identity) MarshalYAML() (any, error) {
+	return FlowMapping("apiVersion", id.APIVersion, "kind", id.Kind, "namespace", id.Namespace, "name", id.Name)
+}
+
+// FlowMapping is a YAML flow mapping of the key-value string pairs kv.
+func FlowMapping(kv ...string) (*yamlv3.Node, error) {
+	n := &yamlv3.Node{Kind: yamlv3.MappingNode, Style: yamlv3.FlowStyle}
+	for _, s := range kv {
+		var c yamlv3.Node
+		if err := c.Encode(s); err != nil {
+			return nil, err
+		}
+		n.Content = append(n.Content, &c)
+	}
+	return n, nil
 }

@@ -1,4 +1,8 @@
-package inventory
+// Package canon holds the project's canonical forms: RFC 8785 JSON, the
+// domain-separated SHA-256 digests (docs/digests.md) and object identities.
+// It is a leaf: the offline receipt auditor uses it without pulling in the
+// renderer (kustomize) that package inventory needs.
+package canon
 
 import (
 	"crypto/sha256"
