@@ -15,7 +15,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -142,7 +141,7 @@ func TestConvergeWithoutListFallsBackToGet(t *testing.T) {
 			}
 		}
 	}
-	grant(t, objs)
+	grantRBAC(t, objs)
 	pr := &progress{t: t}
 	o := options(t, cluster(t, userConfig(t, user)), t.TempDir())
 	o.Progress = pr
@@ -157,33 +156,6 @@ func TestConvergeWithoutListFallsBackToGet(t *testing.T) {
 	}
 	if h := headOf(t, ns); h.Phase != ceremony.PhaseCommitted {
 		t.Fatalf("head after install: %+v", h)
-	}
-}
-
-// grant creates the roles and bindings RBAC printed.
-func grant(t *testing.T, objs []any) {
-	t.Helper()
-	ctx := context.Background()
-	rb := cp.Clientset().RbacV1()
-	for _, obj := range objs {
-		var err error
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			_, err = rb.Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = rb.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = rb.ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = rb.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
-		case *rbacv1.ClusterRoleBinding:
-			_, err = rb.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = rb.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
-		default:
-			t.Fatalf("unexpected RBAC object %T", obj)
-		}
-		if err != nil {
-			t.Fatalf("grant %T: %v", obj, err)
-		}
 	}
 }
 
