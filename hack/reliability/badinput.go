@@ -47,6 +47,32 @@ func (b *badEnv) tmp(name string) string {
 }
 
 // copyRelease copies a release directory (with its lock) for editing.
+// copyReceipts copies the install's receipts directory with edit applied
+// to every file, and returns the copy.
+func (b *badEnv) copyReceipts(edit func([]byte) []byte) (string, error) {
+	dir := b.tmp("receipts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(b.rdir)
+	if err != nil {
+		return "", err
+	}
+	if len(entries) == 0 {
+		return "", fmt.Errorf("no receipts in %s to tamper with", b.rdir)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(b.rdir, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), edit(data), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
 func (b *badEnv) copyRelease(src string) (string, error) {
 	dst := b.tmp(filepath.Base(src))
 	if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -289,29 +315,20 @@ func badCorpus() []badCase {
 
 		// Receipts.
 		{"receipt", "audit of a tampered receipt", 5, func(b *badEnv) ([]string, error) {
-			dir := b.tmp("receipts")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			dir, err := b.copyReceipts(func(data []byte) []byte {
+				return []byte(strings.Replace(string(data), `"generation":1`, `"generation":2`, 1))
+			})
+			if err != nil {
 				return nil, err
-			}
-			entries, _ := os.ReadDir(b.rdir)
-			for _, e := range entries {
-				data, _ := os.ReadFile(filepath.Join(b.rdir, e.Name()))
-				data = []byte(strings.Replace(string(data), `"generation":1`, `"generation":2`, 1))
-				os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644)
 			}
 			return []string{"receipt", "audit", dir}, nil
 		}},
 		{"receipt", "replay onto a diverged local receipt", 5, func(b *badEnv) ([]string, error) {
 			// The install's receipt, edited: the replay of the committed
 			// install must refuse to accept or replace it.
-			dir := b.tmp("receipts")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			dir, err := b.copyReceipts(func(data []byte) []byte { return append(data, ' ') })
+			if err != nil {
 				return nil, err
-			}
-			entries, _ := os.ReadDir(b.rdir)
-			for _, e := range entries {
-				data, _ := os.ReadFile(filepath.Join(b.rdir, e.Name()))
-				os.WriteFile(filepath.Join(dir, e.Name()), append(data, ' '), 0o644)
 			}
 			return []string{"apply", "--preflight", b.installPF, "--receipts-dir", dir}, nil
 		}},
