@@ -533,6 +533,8 @@ func (b *bencher) run(n, r int) (*Run, error) {
 	return run, nil
 }
 
+// run1 is run, callable inside (*bencher).run, where the local Run record
+// is named run.
 func run1(env []string, name string, args ...string) (*Proc, error) { return run(env, name, args...) }
 
 func bestWorkers(m map[int]*Proc) int {
