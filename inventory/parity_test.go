@@ -13,15 +13,20 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
 
-// kubectlPath is the kubectl the Makefile builds with the test control plane.
-var kubectlPath = filepath.Join("..", "bin", "controlplane", "kubectl")
-
 // TestKubectlKustomizeParity renders every fixture in-process and with the
-// real `kubectl kustomize`, and compares the objects. A missing kubectl is a
+// real `kubectl kustomize` (the one built with the test control plane,
+// found as testcluster finds it), and compares the objects. A missing kubectl is a
 // failure: build it (see the Makefile) rather than skip the comparison.
 func TestKubectlKustomizeParity(t *testing.T) {
+	binDir, err := testcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectlPath := filepath.Join(binDir, "kubectl")
 	for _, f := range []string{"v3.0.0", "v3.1.0", "v3.1.1", "v3.1.0-drop"} {
 		t.Run(f, func(t *testing.T) {
 			dir := filepath.Join("..", "testdata", "releases", f)
