@@ -32,6 +32,10 @@ type Options struct {
 	// render and source digests. Empty means Secret values are redacted and
 	// not bound. It is never written anywhere.
 	SecretDigestKey []byte
+	// UnpinnedImages admits container images not pinned by digest; they are
+	// left out of Release.Images. For audits that report such images as
+	// findings of their own; never set it for a release that is locked.
+	UnpinnedImages bool
 }
 
 // MinSecretDigestKeyLen is the shortest SecretDigestKey accepted, in bytes.
@@ -219,7 +223,7 @@ func check(dir string, objs []*unstructured.Unstructured, files map[string][]byt
 			errs = append(errs, fmt.Errorf("object %q is cluster-scoped but has metadata.namespace %q", id.String(), id.Namespace))
 		}
 
-		imgs, imgErrs := podImages(id, e.obj, func(s string) string { return foundIn(files, s) })
+		imgs, imgErrs := podImages(id, e.obj, opts.UnpinnedImages, func(s string) string { return foundIn(files, s) })
 		errs = append(errs, imgErrs...)
 		for _, img := range imgs {
 			images[img] = true
