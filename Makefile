@@ -40,7 +40,9 @@ controlplane: ## build etcd, kube-apiserver, kube-controller-manager and kubectl
 
 test: build controlplane tools ## every test: unit, real-cluster (race detector on), fuzz seeds, release and krew install
 	go vet ./...
+	go vet -tags ql3crash ./internal/crashpoint/
 	go test -race -count=1 -timeout 20m $(TEST_FLAGS) ./...
+	go test -count=1 -tags ql3crash ./internal/crashpoint/
 
 unit: ## the tests that need no cluster
 	go test -count=1 ./internal/fail/ ./inventory/ ./receipts/
@@ -57,8 +59,13 @@ bench-peers: ## helm and kapp, pinned, into bin/tools (only make bench needs the
 	GOBIN=$(TOOLS) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 	cd hack/bench/peers/kapp && go build -trimpath -o $(TOOLS)/kapp .
 
-reliability: build controlplane ## the fault campaign (README, Reliability): prints the table, writes reliability.json
-	go run ./hack/reliability -bin $(PLUGIN) -json reliability.json $(RELIABILITY_FLAGS)
+# The campaign's binary carries the crash hook (build tag ql3crash,
+# internal/crashpoint); the plugin users get never does.
+CRASH_PLUGIN := $(BIN)/kubectl-ql3-crashpoints
+
+reliability: controlplane ## the fault campaign (README, Reliability): prints the table, writes reliability.json
+	go build -trimpath -tags ql3crash -ldflags "$(LDFLAGS)" -o $(CRASH_PLUGIN) ./cmd/kubectl-ql3
+	go run ./hack/reliability -bin $(CRASH_PLUGIN) -json reliability.json $(RELIABILITY_FLAGS)
 
 fuzz: ## every Fuzz target for FUZZTIME each; a crasher is kept in <pkg>/testdata/fuzz/<Fuzz>/: commit it, `go test` replays it
 	@failed=0; for pkg in $$(go list ./...); do \

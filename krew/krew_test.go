@@ -170,6 +170,12 @@ func TestRelease(t *testing.T) {
 		if want := "Plugin Version: " + generated.Spec.Version + "\n"; out != want {
 			t.Errorf("kubectl ql3 version --client printed %q, want %q", out, want)
 		}
+		// The released binary carries no crash hook (internal/crashpoint
+		// compiles to a no-op without the ql3crash build tag).
+		info := run(t, "", nil, "go", "version", "-m", filepath.Join(dir, binName))
+		if strings.Contains(info, "ql3crash") || !strings.Contains(info, "\tbuild\t") {
+			t.Errorf("released binary's build info mentions the ql3crash tag (or has no build settings):\n%s", info)
+		}
 		for _, shell := range []string{"zsh", "fish", "powershell"} {
 			if out := run(t, "", env, filepath.Join(dir, binName), "completion", shell); !strings.Contains(out, binName) {
 				t.Errorf("kubectl-ql3 completion %s printed no completion script for kubectl-ql3:\n%s", shell, out)

@@ -30,7 +30,7 @@ func TestReliabilityQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "kubectl-ql3")
-	build := exec.Command("go", "build", "-ldflags", "-X github.com/qinglong/kubectl-ql3/plugin.version=v0.1.0-test", "-o", bin, "./cmd/kubectl-ql3")
+	build := exec.Command("go", "build", "-tags", "ql3crash", "-ldflags", "-X github.com/qinglong/kubectl-ql3/plugin.version=v0.1.0-test", "-o", bin, "./cmd/kubectl-ql3")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build kubectl-ql3: %v\n%s", err, out)

@@ -1,3 +1,5 @@
+//go:build ql3crash
+
 // Package crashpoint is a fault-injection hook, and nothing else: the
 // reliability campaign (hack/reliability) sets QL3_CRASH_AT=<point> in the
 // environment of a kubectl-ql3 process to make it die by SIGKILL exactly at
@@ -17,6 +19,9 @@ import (
 	"os"
 	"time"
 )
+
+// Enabled reports whether this binary carries the crash hook.
+const Enabled = true
 
 var target = os.Getenv("QL3_CRASH_AT")
 

@@ -425,6 +425,21 @@ func (cp *ControlPlane) Kubeconfig(user string, groups ...string) (string, error
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
+// UserConfig is a client configuration for user (with the given groups):
+// each simulated operator its own identity, told apart in the audit log.
+func (cp *ControlPlane) UserConfig(user string, groups ...string) (*rest.Config, error) {
+	path, err := cp.Kubeconfig(user, groups...)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	return cfg, nil
+}
+
 // RESTConfig is a fresh copy of the admin client configuration.
 func (cp *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(cp.admin) }
 

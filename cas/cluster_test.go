@@ -1,0 +1,243 @@
+package cas_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/qinglong/kubectl-ql3/cas"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/faults"
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+)
+
+// The CAS claims are proven here against a real kube-apiserver + etcd; the
+// scripted store in write_test.go only drives the decision branches.
+var cp *testcluster.ControlPlane
+
+func TestMain(m *testing.M) { testcluster.Main(m, testcluster.Options{AuditLog: true}, &cp) }
+
+func user(t *testing.T, name string, groups ...string) *rest.Config {
+	t.Helper()
+	cfg, err := cp.UserConfig(name, groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func client(t *testing.T, cfg *rest.Config, ns string) cas.Client[*corev1.ConfigMap] {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs.CoreV1().ConfigMaps(ns)
+}
+
+func intent(ns, v, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ptr", Namespace: ns, ResourceVersion: rv}, Data: map[string]string{"v": v}}
+}
+
+func write(t *testing.T, c cas.Client[*corev1.ConfigMap], desired *corev1.ConfigMap, create bool, p cas.Policy) (cas.Result[*corev1.ConfigMap], error) {
+	w := cas.Write[*corev1.ConfigMap]{
+		Client: c, What: "configmap " + desired.Namespace + "/ptr", Desired: desired, Create: create,
+		FieldManager: "cas-test", Policy: p,
+		Landed: func(cur *corev1.ConfigMap) bool { return cur.Data["v"] == desired.Data["v"] },
+		Say:    func(f string, a ...any) { t.Logf(f, a...) },
+	}
+	return w.Do(context.Background())
+}
+
+func current(t *testing.T, ns string) *corev1.ConfigMap {
+	t.Helper()
+	got, err := cp.Clientset().CoreV1().ConfigMaps(ns).Get(context.Background(), "ptr", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// Create of an existing name and update from a stale resourceVersion are
+// refused by the API server: an exact replay is success, anything else a
+// conflict, and the first writer's value survives.
+func TestCreateAndStaleUpdate(t *testing.T) {
+	ns := cp.Namespace(t)
+	c := client(t, user(t, "alice", "system:masters"), ns)
+	if _, err := write(t, c, intent(ns, "a", ""), true, cas.Resend); err != nil {
+		t.Fatal(err)
+	}
+	res, err := write(t, c, intent(ns, "a", ""), true, cas.Resend)
+	if err != nil || !res.Settled {
+		t.Fatalf("second identical create: %+v %v, want settled exact replay", res, err)
+	}
+	if _, err := write(t, c, intent(ns, "b", ""), true, cas.Resend); !fail.Is(err, fail.Conflict) {
+		t.Fatalf("create over another intent: %v, want conflict", err)
+	}
+	base := current(t, ns).ResourceVersion
+	if _, err := write(t, c, intent(ns, "b", base), false, cas.Resend); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write(t, c, intent(ns, "c", base), false, cas.Resend); !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "another writer won") {
+		t.Fatalf("stale update: %v, want conflict", err)
+	}
+	if v := current(t, ns).Data["v"]; v != "b" {
+		t.Fatalf("after a stale update the value is %q, want the first writer's b", v)
+	}
+	// The object removed under an update: conflict, "removed".
+	if err := cp.Clientset().CoreV1().ConfigMaps(ns).Delete(context.Background(), "ptr", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write(t, c, intent(ns, "d", base), false, cas.Resend); !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "removed") {
+		t.Fatalf("update of a removed object: %v, want conflict naming the removal", err)
+	}
+}
+
+// Writers racing from one read: exactly one wins, each loser is a
+// conflict, none overwrote another.
+func TestRacingWriters(t *testing.T) {
+	ns := cp.Namespace(t)
+	admin := client(t, cp.RESTConfig(), ns)
+	if _, err := write(t, admin, intent(ns, "base", ""), true, cas.Resend); err != nil {
+		t.Fatal(err)
+	}
+	base := current(t, ns).ResourceVersion
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := client(t, user(t, fmt.Sprintf("writer-%d", i), "system:masters"), ns)
+			_, errs[i] = write(t, c, intent(ns, fmt.Sprintf("w%d", i), base), false, cas.Resend)
+		}()
+	}
+	wg.Wait()
+	winners := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			winners++
+			if v := current(t, ns).Data["v"]; v != fmt.Sprintf("w%d", i) {
+				t.Errorf("writer %d won but the object holds %q", i, v)
+			}
+		case !fail.Is(err, fail.Conflict):
+			t.Errorf("writer %d: %v, want conflict", i, err)
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d winners, want exactly 1", winners)
+	}
+}
+
+// An answer that never arrives — lost after the server wrote, or held past
+// the client's --request-timeout — is settled by reading: the write is
+// found to have landed (never reported as "nothing was written"). With
+// NoGuess it is reported unavailable, and the object did land.
+func TestUnknownOutcomesSettleByReading(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		delay  bool
+		create bool
+		policy cas.Policy
+	}{
+		{"lost create", false, true, cas.Resend},
+		{"lost update", false, false, cas.Resend},
+		{"timed-out create", true, true, cas.Resend},
+		{"timed-out update", true, false, cas.SettleOnce},
+		{"timed-out update, no guess", true, false, cas.NoGuess},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := cp.Namespace(t)
+			rv := ""
+			if !tt.create {
+				if _, err := write(t, client(t, cp.RESTConfig(), ns), intent(ns, "old", ""), true, cas.Resend); err != nil {
+					t.Fatal(err)
+				}
+				rv = current(t, ns).ResourceVersion
+			}
+			cfg := user(t, "faulty", "system:masters")
+			method := http.MethodPut
+			if tt.create {
+				method = http.MethodPost
+			}
+			match := faults.Write(method, "/namespaces/"+ns+"/configmaps", "new")
+			var f *faults.Fault
+			if tt.delay {
+				cfg.Timeout = time.Second
+				f = faults.Delay(cfg, match, 3*time.Second)
+			} else {
+				f = faults.Drop(cfg, match)
+			}
+			res, err := write(t, client(t, cfg, ns), intent(ns, "new", rv), tt.create, tt.policy)
+			if f.Fired() != 1 {
+				t.Fatalf("the fault fired %d times", f.Fired())
+			}
+			if v := current(t, ns).Data["v"]; v != "new" {
+				t.Fatalf("the server holds %q: the write did not reach it, the test proves nothing", v)
+			}
+			if tt.policy == cas.NoGuess {
+				if !fail.Is(err, fail.Unavailable) || !strings.Contains(err.Error(), "did not arrive") {
+					t.Fatalf("no-guess write: %v, want unavailable", err)
+				}
+				return
+			}
+			if err != nil || !res.Settled {
+				t.Fatalf("write: %+v %v, want settled as landed", res, err)
+			}
+		})
+	}
+}
+
+// The permission review asks the real authorizer: a user holding only
+// get on one ConfigMap is refused (invalid, listing what is missing) before
+// any write; the grant makes the same check pass.
+func TestRequire(t *testing.T) {
+	ns := cp.Namespace(t)
+	cfg := user(t, "reviewed")
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	needs := []cas.Access{
+		{Verb: "get", Resource: "configmaps", Namespace: ns, Name: "ptr"},
+		{Verb: "update", Resource: "configmaps", Namespace: ns, Name: "ptr"},
+		{Verb: "create", Resource: "configmaps", Namespace: ns},
+	}
+	admin := cp.Clientset()
+	ctx := context.Background()
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "r"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"ptr"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "r"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "r"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: "reviewed", APIGroup: "rbac.authorization.k8s.io"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = cas.Require(ctx, cas.NewReview(cas.NewReviewer(cs)), needs, "grant it")
+	if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "update configmaps/ptr") || !strings.Contains(err.Error(), "create configmaps") || strings.Contains(err.Error(), "get configmaps") {
+		t.Fatalf("review: %v, want invalid listing update and create only", err)
+	}
+	role, _ := admin.RbacV1().Roles(ns).Get(ctx, "r", metav1.GetOptions{})
+	role.Rules = append(role.Rules,
+		rbacv1.PolicyRule{Verbs: []string{"update"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"ptr"}},
+		rbacv1.PolicyRule{Verbs: []string{"create"}, APIGroups: []string{""}, Resources: []string{"configmaps"}})
+	if _, err := admin.RbacV1().Roles(ns).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cas.Require(ctx, cas.NewReview(cas.NewReviewer(cs)), needs, "grant it"); err != nil {
+		t.Fatalf("review after the grant: %v", err)
+	}
+}

@@ -1,0 +1,182 @@
+package cas
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// Access is one permission: a verb on a resource, optionally one object
+// (Name) in one namespace.
+type Access struct {
+	Verb, Group, Resource, Namespace, Name string
+}
+
+func (a Access) String() string {
+	res := a.Resource
+	if a.Group != "" {
+		res += "." + a.Group
+	}
+	s := a.Verb + " " + res
+	if a.Name != "" {
+		s += "/" + a.Name
+	}
+	if a.Namespace != "" {
+		s += " in namespace " + a.Namespace
+	}
+	return s
+}
+
+// Reviewer asks the API server what the caller may do. It is a required
+// capability of every cluster the operations write to: there is no
+// "cannot review, assume allowed".
+type Reviewer interface {
+	// CanI is a SelfSubjectAccessReview: the authorizer's own answer.
+	CanI(ctx context.Context, a Access) (bool, error)
+	// RulesIn is a SelfSubjectRulesReview of namespace ns. It may be
+	// incomplete (webhook authorizers): it is only ever used to allow.
+	RulesIn(ctx context.Context, ns string) ([]authorizationv1.ResourceRule, error)
+}
+
+type kubeReviewer struct{ cs kubernetes.Interface }
+
+// NewReviewer reviews through the typed client cs.
+func NewReviewer(cs kubernetes.Interface) Reviewer { return kubeReviewer{cs} }
+
+func (k kubeReviewer) CanI(ctx context.Context, a Access) (bool, error) {
+	r, err := k.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: a.Verb, Group: a.Group, Resource: a.Resource, Namespace: a.Namespace, Name: a.Name,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return r.Status.Allowed, nil
+}
+
+func (k kubeReviewer) RulesIn(ctx context.Context, ns string) ([]authorizationv1.ResourceRule, error) {
+	r, err := k.cs.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return r.Status.ResourceRules, nil
+}
+
+// Review answers "may I" for one command: from each namespace's rules
+// where they allow, else by asking the API server once per permission.
+// It is safe for concurrent use.
+type Review struct {
+	rev     Reviewer
+	mu      sync.Mutex
+	rules   map[string][]authorizationv1.ResourceRule
+	noRules map[string]bool // the rules review failed: ask one by one
+	answers map[Access]bool
+}
+
+// NewReview starts a review through rev.
+func NewReview(rev Reviewer) *Review {
+	return &Review{rev: rev, rules: map[string][]authorizationv1.ResourceRule{}, noRules: map[string]bool{}, answers: map[Access]bool{}}
+}
+
+// Allowed reports whether the caller holds a. A review the API server does
+// not answer is an error, never an allowance: the caller fails closed.
+func (r *Review) Allowed(ctx context.Context, a Access) (bool, error) {
+	if a.Namespace != "" {
+		r.mu.Lock()
+		rules, have := r.rules[a.Namespace]
+		failed := r.noRules[a.Namespace]
+		r.mu.Unlock()
+		if !have && !failed {
+			got, err := r.rev.RulesIn(ctx, a.Namespace)
+			r.mu.Lock()
+			if err != nil {
+				// No rules review here (forbidden, not served, or an
+				// authorizer that cannot list rules): every permission is
+				// asked one by one below, which is authoritative.
+				r.noRules[a.Namespace] = true
+			} else {
+				r.rules[a.Namespace], rules, have = got, got, true
+			}
+			r.mu.Unlock()
+		}
+		if have && RulesAllow(rules, a) {
+			return true, nil
+		}
+	}
+	r.mu.Lock()
+	ok, asked := r.answers[a]
+	r.mu.Unlock()
+	if asked {
+		return ok, nil
+	}
+	ok, err := r.rev.CanI(ctx, a)
+	if err != nil {
+		return false, unanswerable(a, err)
+	}
+	r.mu.Lock()
+	r.answers[a] = ok
+	r.mu.Unlock()
+	return ok, nil
+}
+
+// unanswerable is the error of a review the API server did not answer.
+func unanswerable(a Access, err error) error {
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+		return fail.Errorf(fail.Invalid, "permission review: the API server does not let us ask whether we may %s (%v), so nothing was written: the caller needs create on selfsubjectaccessreviews.authorization.k8s.io (the default system:basic-user ClusterRole grants it to every authenticated user)", a, err)
+	}
+	return Classify(OpCreate, "permission review of "+a.String(), err)
+}
+
+// RulesAllow evaluates RBAC-style rules: every listed verb, group and
+// resource matches itself or "*"; resource names, when listed, must name
+// the object (so they never allow a create, whose name is not in the URL).
+func RulesAllow(rules []authorizationv1.ResourceRule, a Access) bool {
+	has := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
+	for _, r := range rules {
+		if has(r.Verbs, a.Verb) && has(r.APIGroups, a.Group) && has(r.Resources, a.Resource) &&
+			(len(r.ResourceNames) == 0 || (a.Name != "" && slices.Contains(r.ResourceNames, a.Name))) {
+			return true
+		}
+	}
+	return false
+}
+
+// Require fails closed, before any write, unless the caller holds every
+// permission in needs. The error (invalid, exit 2) lists what is missing
+// and ends with hint (e.g. "`kubectl ql3 package rbac` prints the least
+// privilege").
+func Require(ctx context.Context, r *Review, needs []Access, hint string) error {
+	var missing []string
+	for _, a := range needs {
+		ok, err := r.Allowed(ctx, a)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, a.String())
+		}
+	}
+	return MissingError(missing, hint)
+}
+
+// MissingError is the invalid-input error for missing permissions (nil
+// when none is missing).
+func MissingError(missing []string, hint string) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	missing = slices.Compact(missing)
+	return fail.Errorf(fail.Invalid, "access: the caller lacks %d permission(s) this operation needs, so nothing was written: %s (%s)", len(missing), strings.Join(missing, "; "), hint)
+}
