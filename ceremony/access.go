@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -43,116 +40,8 @@ import (
 // the release's Roles and bindings: preflight dry-runs every object anyway,
 // and apply does it here, since permissions can change between the two.
 
-// access is one permission.
-type access struct {
-	verb, group, resource, namespace, name string
-}
-
-func (a access) String() string {
-	res := a.resource
-	if a.group != "" {
-		res += "." + a.group
-	}
-	s := a.verb + " " + res
-	if a.name != "" {
-		s += "/" + a.name
-	}
-	if a.namespace != "" {
-		s += " in namespace " + a.namespace
-	}
-	return s
-}
-
-// accessReviewer asks the API server what the caller may do. The real
-// cluster implements it; a Cluster without it skips the check.
-type accessReviewer interface {
-	// canI is a SelfSubjectAccessReview.
-	canI(ctx context.Context, a access) (bool, error)
-	// rulesIn is a SelfSubjectRulesReview of namespace ns.
-	rulesIn(ctx context.Context, ns string) ([]authorizationv1.ResourceRule, error)
-}
-
-func (k *kubeCluster) canI(ctx context.Context, a access) (bool, error) {
-	r, err := k.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name,
-		}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return false, err
-	}
-	return r.Status.Allowed, nil
-}
-
-func (k *kubeCluster) rulesIn(ctx context.Context, ns string) ([]authorizationv1.ResourceRule, error) {
-	r, err := k.cs.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
-		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return r.Status.ResourceRules, nil
-}
-
-// accessCache answers "may I" from each namespace's rules, and asks the API
-// server (cached) whatever the rules do not allow.
-type accessCache struct {
-	rev     accessReviewer
-	mu      sync.Mutex
-	rules   map[string][]authorizationv1.ResourceRule
-	noRules map[string]bool // the rules review failed: ask one by one
-	answers map[access]bool
-}
-
-func (c *accessCache) allowed(ctx context.Context, a access) (bool, error) {
-	if a.namespace != "" {
-		c.mu.Lock()
-		rules, have := c.rules[a.namespace]
-		failed := c.noRules[a.namespace]
-		c.mu.Unlock()
-		if !have && !failed {
-			r, err := c.rev.rulesIn(ctx, a.namespace)
-			c.mu.Lock()
-			if err != nil {
-				c.noRules[a.namespace] = true
-			} else {
-				c.rules[a.namespace], rules, have = r, r, true
-			}
-			c.mu.Unlock()
-		}
-		if have && rulesAllow(rules, a) {
-			return true, nil
-		}
-	}
-	c.mu.Lock()
-	ok, asked := c.answers[a]
-	c.mu.Unlock()
-	if asked {
-		return ok, nil
-	}
-	ok, err := c.rev.canI(ctx, a)
-	if err != nil {
-		return false, err
-	}
-	c.mu.Lock()
-	c.answers[a] = ok
-	c.mu.Unlock()
-	return ok, nil
-}
-
-// rulesAllow evaluates RBAC-style rules: every listed verb, group and
-// resource matches itself or "*"; resource names, when listed, must name
-// the object (so they never allow a create, whose name is not in the URL).
-func rulesAllow(rules []authorizationv1.ResourceRule, a access) bool {
-	has := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
-	for _, r := range rules {
-		if has(r.Verbs, a.verb) && has(r.APIGroups, a.group) && has(r.Resources, a.resource) &&
-			(len(r.ResourceNames) == 0 || (a.name != "" && slices.Contains(r.ResourceNames, a.name))) {
-			return true
-		}
-	}
-	return false
-}
+// access is one permission (cas.Access).
+type access = cas.Access
 
 // rbacDryRun asks checkAccess to dry-run the release's Roles and bindings
 // with this field manager.
@@ -166,17 +55,13 @@ type rbacDryRun struct {
 // whether the Head exists (else it is created); with dry, the release's
 // Roles and bindings are dry-run for RBAC's escalation checks.
 func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstructured, ns string, headExists bool, dry *rbacDryRun) error {
-	rev, ok := o.Cluster.(accessReviewer)
-	if !ok {
-		return nil
-	}
-	cache := &accessCache{rev: rev, rules: map[string][]authorizationv1.ResourceRule{}, noRules: map[string]bool{}, answers: map[access]bool{}}
+	cache := cas.NewReview(o.Cluster)
 	needs := []access{
-		{verb: "get", resource: "configmaps", namespace: ns, name: HeadName},
-		{verb: "update", resource: "configmaps", namespace: ns, name: HeadName},
+		{Verb: "get", Resource: "configmaps", Namespace: ns, Name: HeadName},
+		{Verb: "update", Resource: "configmaps", Namespace: ns, Name: HeadName},
 	}
 	if !headExists {
-		needs = append(needs, access{verb: "create", resource: "configmaps", namespace: ns})
+		needs = append(needs, access{Verb: "create", Resource: "configmaps", Namespace: ns})
 	}
 	crds := releaseCRDs(objs)
 	type object struct {
@@ -220,11 +105,11 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 		}
 	}
 	review := func(ctx context.Context, a access) bool {
-		allowed, err := cache.allowed(ctx, a)
+		allowed, err := cache.Allowed(ctx, a)
 		note(a, allowed, err)
 		return err == nil && allowed
 	}
-	ask := func(ctx context.Context, a access) (bool, error) { return cache.allowed(ctx, a) }
+	ask := func(ctx context.Context, a access) (bool, error) { return cache.Allowed(ctx, a) }
 	sem := make(chan struct{}, max(o.Parallelism, 1))
 	var wg sync.WaitGroup
 	run := func(fn func()) {
@@ -242,12 +127,12 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 				objNS = ob.u.GetNamespace()
 			}
 			at := func(verb string) access {
-				return access{verb: verb, group: ob.group, resource: ob.resource, namespace: objNS, name: ob.u.GetName()}
+				return access{Verb: verb, Group: ob.group, Resource: ob.resource, Namespace: objNS, Name: ob.u.GetName()}
 			}
 			canGet := review(ctx, at("get"))
 			review(ctx, at("patch"))
 			create := at("create")
-			create.name = "" // create cannot be limited by name
+			create.Name = "" // create cannot be limited by name
 			switch canCreate, err := ask(ctx, create); {
 			case err != nil:
 				note(create, false, err)
@@ -288,23 +173,15 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 	}
 	wg.Wait()
 	if firstErr != nil {
-		if apierrors.IsForbidden(firstErr) || apierrors.IsNotFound(firstErr) {
-			// The cluster does not let us ask (or has no access reviews):
-			// the writes themselves are still authorized one by one.
-			o.say("access: cannot review permissions beforehand (%v); continuing", firstErr)
-			return nil
-		}
-		return classifyRead(fmt.Errorf("access check: %w", firstErr), firstErr)
+		// A review the API server did not answer fails closed (cas).
+		return cas.Classify(cas.OpRead, "access check", firstErr)
 	}
 	if len(missing) > 0 || len(refused) > 0 {
 		var s []string
 		for _, a := range missing {
 			s = append(s, a.String())
 		}
-		s = append(s, refused...)
-		slices.Sort(s)
-		s = slices.Compact(s)
-		return fail.Errorf(fail.Invalid, "access: the deployer lacks %d permission(s) this deployment needs, so nothing was written: %s (`kubectl ql3 rbac DIR` prints the least privilege)", len(s), strings.Join(s, "; "))
+		return cas.MissingError(append(s, refused...), "`kubectl ql3 rbac DIR` prints the least privilege")
 	}
 	o.say("access: every permission the apply needs is held (%d objects)", len(list))
 	return nil

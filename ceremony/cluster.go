@@ -2,13 +2,12 @@ package ceremony
 
 import (
 	"context"
-	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
@@ -38,7 +37,7 @@ func NewIdentityReader(cs kubernetes.Interface) IdentityReader { return kubeIden
 func (k kubeIdentity) KubeSystemUID(ctx context.Context) (string, error) {
 	ns, err := k.cs.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
 	if err != nil {
-		return "", classifyRead(fmt.Errorf("read cluster identity (namespace kube-system): %w", err), err)
+		return "", cas.Classify(cas.OpRead, "read cluster identity (namespace kube-system)", err)
 	}
 	if ns.UID == "" {
 		return "", fail.Errorf(fail.Unavailable, "read cluster identity: namespace kube-system has no uid")
@@ -53,14 +52,4 @@ func ServerVersion(cs kubernetes.Interface) (*version.Info, error) {
 		return nil, fail.Errorf(fail.Unavailable, "server version: %w", err)
 	}
 	return v, nil
-}
-
-// classifyRead classifies a failed read: forbidden and unauthorized are the
-// caller's setup (invalid); anything else could not be decided (unavailable).
-func classifyRead(wrapped, cause error) error {
-	switch {
-	case apierrors.IsForbidden(cause), apierrors.IsUnauthorized(cause):
-		return fail.Wrap(fail.Invalid, wrapped)
-	}
-	return fail.Wrap(fail.Unavailable, wrapped)
 }

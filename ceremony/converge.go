@@ -42,26 +42,11 @@ const (
 	convergeFirstPoll = 100 * time.Millisecond
 )
 
-// pageLister reads one page of a kind in a namespace ("" for a
-// cluster-scoped kind, or for every namespace).
-type pageLister interface {
-	listPage(ctx context.Context, gvk schema.GroupVersionKind, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
-}
-
-func (k *kubeCluster) listPage(ctx context.Context, gvk schema.GroupVersionKind, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	ri, err := k.resource(gvk, ns)
-	if err != nil {
-		return nil, err
-	}
-	return ri.List(ctx, opts)
-}
-
 type groupKey struct{ apiVersion, kind, namespace string }
 
 // reader is the state of one command's convergence read.
 type reader struct {
 	o      *Options
-	lister pageLister // nil: GET only
 	mu     sync.Mutex
 	noList map[groupKey]bool // LIST forbidden or wasteful: GET by name
 	lists  atomic.Int64
@@ -74,7 +59,6 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	r := &reader{o: o, noList: map[groupKey]bool{}}
-	r.lister, _ = o.Cluster.(pageLister)
 	done := make([]objectResult, len(applied))
 	pending := make([]int, len(applied))
 	for i := range applied {
@@ -157,7 +141,7 @@ func (r *reader) read(ctx context.Context, ids []inventory.Identity) []objectRes
 	sem := make(chan struct{}, r.o.Parallelism)
 	for _, k := range order {
 		idx := groups[k]
-		if r.lister == nil || len(idx) < listMin || r.skipList(k) {
+		if len(idx) < listMin || r.skipList(k) {
 			byGet = append(byGet, idx...)
 			continue
 		}
@@ -222,7 +206,7 @@ func (r *reader) list(ctx context.Context, k groupKey, ids []inventory.Identity,
 	opts := metav1.ListOptions{Limit: listPage}
 	for page := 0; ; page++ {
 		r.lists.Add(1)
-		list, err := r.lister.listPage(ctx, gv.WithKind(k.kind), k.namespace, opts)
+		list, err := r.o.Cluster.ListPage(ctx, gv.WithKind(k.kind), k.namespace, opts)
 		if err != nil {
 			if apierrors.IsForbidden(err) {
 				r.stopListing(k, "forbidden (no `list` grant)")

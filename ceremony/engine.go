@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
@@ -20,8 +21,10 @@ import (
 // ToolName is the tool authority's name.
 const ToolName = "kubectl-ql3"
 
-// headFieldManager is the field manager of the Head's own writes.
-const headFieldManager = "kubectl-ql3"
+// HeadFieldManager is the field manager of the Head's own writes. It is
+// never the release's (the lock refuses it), so the two can never share
+// field ownership.
+const HeadFieldManager = "kubectl-ql3-head"
 
 // Options configure one ceremony command.
 type Options struct {
@@ -34,8 +37,6 @@ type Options struct {
 	ReceiptsDir string             // default: <release dir>/receipts
 	SignKey     ed25519.PrivateKey // optional receipt signing key
 	Progress    io.Writer          // one line per step; nil = quiet
-	// MutationID overrides the random mutation id (tests only).
-	MutationID string
 }
 
 func (o *Options) defaults() {
@@ -119,12 +120,9 @@ func transcriptDigest(step string, v any) (string, error) {
 
 // readHead reads and validates the Head. A missing Head is (nil, nil, nil).
 func (o *Options) readHead(ctx context.Context, ns string) (*Head, *cmRef, error) {
-	cm, err := o.Cluster.GetHead(ctx, ns)
-	if err != nil {
-		return nil, nil, classifyRead(fmt.Errorf("read head %s/%s: %w", ns, HeadName, err), err)
-	}
-	if cm == nil {
-		return nil, nil, nil
+	cm, present, err := cas.Read(ctx, o.Cluster.Heads(ns), HeadName, headWhat(ns))
+	if err != nil || !present {
+		return nil, nil, err
 	}
 	h, err := ParseHeadConfigMap(cm)
 	if err != nil {
@@ -132,6 +130,8 @@ func (o *Options) readHead(ctx context.Context, ns string) (*Head, *cmRef, error
 	}
 	return h, &cmRef{resourceVersion: cm.ResourceVersion}, nil
 }
+
+func headWhat(ns string) string { return "head " + ns + "/" + HeadName }
 
 // cmRef is what a compare-and-swap needs from the read it is based on.
 type cmRef struct{ resourceVersion string }

@@ -2,10 +2,8 @@ package ceremony
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -26,15 +25,20 @@ import (
 // kube-apiserver, with faults injected in its transport.
 type Cluster interface {
 	IdentityReader
-	// GetHead returns the Head ConfigMap, or nil if it does not exist.
-	GetHead(ctx context.Context, ns string) (*corev1.ConfigMap, error)
-	CreateHead(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
-	// UpdateHead writes cm carrying cm.ResourceVersion (compare-and-swap).
-	UpdateHead(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+	// Reviewer answers permission reviews: a required capability, so that
+	// the access check can never be skipped by wrapping a cluster.
+	cas.Reviewer
+	// Heads is the exact-object client of ConfigMaps in the control
+	// namespace ns, through which the Head is read and written (cas).
+	Heads(ns string) cas.Client[*corev1.ConfigMap]
 	// Apply server-side applies obj with the field manager (dryRun=All when dryRun).
 	Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string, force, dryRun bool) (*unstructured.Unstructured, error)
 	// Get reads one object; a missing object is a NotFound error.
 	Get(ctx context.Context, id inventory.Identity) (*unstructured.Unstructured, error)
+	// ListPage reads one page of a kind in a namespace ("" for a
+	// cluster-scoped kind): the convergence read's fast path, which falls
+	// back to Get by name when the caller may not list.
+	ListPage(ctx context.Context, gvk schema.GroupVersionKind, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
 	// Mapper resolves kinds to resources; Reset forgets cached discovery
 	// (after CRDs were created).
 	Mapper() meta.RESTMapper
@@ -42,6 +46,7 @@ type Cluster interface {
 }
 
 type kubeCluster struct {
+	cas.Reviewer
 	cs     kubernetes.Interface
 	dyn    dynamic.Interface
 	mapper meta.ResettableRESTMapper
@@ -62,30 +67,23 @@ func NewKubeCluster(cfg *rest.Config) (Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kubeCluster{cs: cs, dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &kubeCluster{Reviewer: cas.NewReviewer(cs), cs: cs, dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
 }
 
 func (k *kubeCluster) KubeSystemUID(ctx context.Context) (string, error) {
 	return kubeIdentity{k.cs}.KubeSystemUID(ctx)
 }
 
-func (k *kubeCluster) GetHead(ctx context.Context, ns string) (*corev1.ConfigMap, error) {
-	cm, err := k.cs.CoreV1().ConfigMaps(ns).Get(ctx, HeadName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return cm, err
+func (k *kubeCluster) Heads(ns string) cas.Client[*corev1.ConfigMap] {
+	return k.cs.CoreV1().ConfigMaps(ns)
 }
 
-func (k *kubeCluster) CreateHead(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
-	return k.cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: headFieldManager})
-}
-
-func (k *kubeCluster) UpdateHead(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
-	if cm.ResourceVersion == "" {
-		return nil, fmt.Errorf("head update without resourceVersion refused")
+func (k *kubeCluster) ListPage(ctx context.Context, gvk schema.GroupVersionKind, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	ri, err := k.resource(gvk, ns)
+	if err != nil {
+		return nil, err
 	}
-	return k.cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: headFieldManager})
+	return ri.List(ctx, opts)
 }
 
 func (k *kubeCluster) resource(gvk schema.GroupVersionKind, ns string) (dynamic.ResourceInterface, error) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
@@ -88,26 +89,14 @@ func forEach(ctx context.Context, n int, objs []*unstructured.Unstructured, fn f
 	return out
 }
 
-// transient reports whether a failed request may be retried as is: server
-// overload, timeouts, 5xx and broken connections. Any 4xx answer but 408
-// and 429 is final.
-func transient(err error) bool {
-	var st apierrors.APIStatus
-	if errors.As(err, &st) {
-		code := st.Status().Code
-		return code == 408 || code == 429 || code >= 500
-	}
-	// Not an API answer: a broken connection, a reset, a client timeout.
-	return !isContextErr(err)
-}
-
-func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// applyOne server-side applies one object, retrying transient failures: SSA
-// with one field manager is idempotent, so a lost response is settled by
-// applying again.
+// applyOne server-side applies one object, retrying every unknown outcome
+// (no answer — a lost response or a --request-timeout — or 408, 429, 5xx;
+// cas.Unknown): SSA with one field manager is idempotent, so an outcome we
+// cannot know is settled by applying again. A definite answer, or a local
+// error (a kind the RESTMapper does not know, a marshal failure), is
+// returned at once. When the command's own deadline has passed, the
+// outcome stays unknown: unavailable, the Head stays applying, and a rerun
+// settles it.
 func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm string, force, dryRun bool) (*unstructured.Unstructured, error) {
 	var last error
 	for attempt := 0; attempt < transientApplyAttempts; attempt++ {
@@ -123,11 +112,14 @@ func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm
 			return got, nil
 		}
 		last = err
-		if !transient(err) || meta.IsNoMatchError(err) {
+		if !cas.Unknown(err) {
 			return nil, err
 		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	return nil, last
+	return nil, fail.Errorf(fail.Unavailable, "the answer to the apply did not arrive (%w): its outcome is unknown; rerunning settles it (server-side apply is idempotent)", last)
 }
 
 // retryDelay is the pause before retry number attempt (1, 2, ...) after
@@ -207,24 +199,24 @@ func isNamespaceNotFound(err error) bool {
 	return false
 }
 
-// classifyObjects turns per-object failures into one error of the right
-// class: field-manager conflicts are conflicts, forbidden or rejected
-// objects are invalid input, anything else could not be decided.
+// classifyObjects turns per-object failures into one error of the class
+// that decides what to do: a field-manager conflict (3) before invalid
+// input (2: forbidden, rejected by validation or admission, a kind not
+// served), before a local failure (1), before an unknown outcome (4).
 func classifyObjects(step string, failed, total int, errs []error) error {
+	rank := map[fail.Class]int{fail.Conflict: 4, fail.Invalid: 3, fail.Other: 2, fail.Unavailable: 1}
 	class := fail.Unavailable
 	for _, err := range errs {
-		switch {
-		case fail.Is(err, fail.Unavailable):
-			// Decided below the API answer (e.g. a kind not yet served).
-		case apierrors.IsConflict(err):
-			class = fail.Conflict
-		case class != fail.Conflict && (apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || meta.IsNoMatchError(err) || apierrors.IsNotFound(err)):
-			class = fail.Invalid
+		if c := fail.ClassOf(cas.Classify(cas.OpApply, step, err)); rank[c] > rank[class] {
+			class = c
 		}
 	}
 	hint := ""
-	if class == fail.Conflict {
+	switch class {
+	case fail.Conflict:
 		hint = " (another field manager owns these fields: preflight again with --force-conflicts to take them over)"
+	case fail.Unavailable:
+		hint = " (their outcome is unknown; rerunning settles it)"
 	}
 	return fail.Errorf(class, "%s: %d of %d objects failed%s: %w", step, failed, total, hint, utilerrors.NewAggregate(errs))
 }

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/receipts"
@@ -124,7 +124,7 @@ type ApplyRequest struct {
 
 // ApplyResult is the outcome of apply, resume or rollback.
 type ApplyResult struct {
-	Outcome      string            `json:"outcome"` // committed | replayed
+	Outcome      string            `json:"outcome"` // committed | replayed | superseded (with a conflict error)
 	Generation   int64             `json:"generation"`
 	Version      string            `json:"version"`
 	Transition   string            `json:"transition"`
@@ -173,8 +173,8 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	case ours && !req.Resume:
 		return nil, fail.Errorf(fail.Conflict, "head: generation %d is applying this very preflight under mutation %s: another apply is running, or died; if none is running, run `kubectl ql3 resume --preflight FILE`", head.Generation, head.Transition.MutationID)
 	case !ours && req.Resume:
-		if res, ok := o.committedEarlier(ctx, rdir, rec, head); ok {
-			return res, nil
+		if res, err := o.committedEarlier(rdir, rec, head); res != nil {
+			return res, err
 		}
 		what := "absent"
 		if head != nil {
@@ -186,10 +186,7 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	if err := checkReceiptsDir(rdir); err != nil {
 		return nil, err
 	}
-	mutationID := o.MutationID
-	if mutationID == "" {
-		mutationID = newMutationID()
-	}
+	mutationID := newMutationID()
 	var applying *Head
 	if ours { // resume: take the applying intent over
 		applying = cloneHead(head)
@@ -206,8 +203,8 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 		o.say("resume: took over generation %d (mutation %s)", applying.Generation, mutationID)
 	} else {
 		if err := CheckTransition(head, rec.Command.ExpectedHead, Target{Kind: rec.Command.Transition, Deployment: ld.deployment(), Inventory: ld.release.Inventory}); err != nil {
-			if res, ok := o.committedEarlier(ctx, rdir, rec, head); ok {
-				return res, nil
+			if res, err := o.committedEarlier(rdir, rec, head); res != nil {
+				return res, err
 			}
 			return nil, err
 		}
@@ -331,86 +328,73 @@ func cloneHead(h *Head) *Head {
 }
 
 // writeHead moves the Head from `from` (nil = absent, read at ref) to `to`
-// by create or resourceVersion-carrying update, and settles every outcome
-// from what the cluster holds (ceremony.md §6.3): success is only ever
-// "the Head now holds exactly `to`".
+// by create or resourceVersion-carrying update through the CAS kernel,
+// which settles every outcome from what the cluster holds (docs/ceremony.md,
+// Settlement): success is only ever "the Head now holds exactly `to`". An
+// unknown outcome with nothing moved is resent (policy Resend).
 func (o *Options) writeHead(ctx context.Context, ns string, ref *cmRef, from, to *Head) (*cmRef, error) {
 	cm, err := to.ConfigMap(ns)
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		var got *corev1.ConfigMap
-		if from == nil {
-			got, err = o.Cluster.CreateHead(ctx, cm)
-		} else {
-			cm.ResourceVersion = ref.resourceVersion
-			got, err = o.Cluster.UpdateHead(ctx, cm)
-		}
-		if err == nil {
-			return &cmRef{resourceVersion: got.ResourceVersion}, nil
-		}
-		conflict := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
-		if !conflict && !transient(err) {
-			// A definite refusal (forbidden, invalid): nothing was written.
-			if from == nil && apierrors.IsNotFound(err) {
-				return nil, missingControlNamespace(ns)
+	if from != nil {
+		cm.ResourceVersion = ref.resourceVersion
+	}
+	w := cas.Write[*corev1.ConfigMap]{
+		Client:       o.Cluster.Heads(ns),
+		What:         headWhat(ns),
+		Desired:      cm,
+		Create:       from == nil,
+		FieldManager: HeadFieldManager,
+		Policy:       cas.Resend,
+		Say:          o.say,
+		Validate: func(cur *corev1.ConfigMap, present bool) error {
+			if !present {
+				return nil
 			}
-			return nil, classifyRead(fmt.Errorf("head write: %w", err), err)
-		}
-		// A 409, or an outcome we cannot know: decide from what the cluster holds.
-		o.say("head: write answered %v: re-reading to decide", err)
-		cur, curRef, rerr := o.settleRead(ctx, ns)
-		if rerr != nil {
-			return nil, rerr
-		}
-		if cur != nil && cur.SelfDigest == to.SelfDigest {
-			o.say("head: the write had landed (exact replay of our intent)")
-			return curRef, nil
-		}
-		unchanged := (from == nil && cur == nil) ||
-			(from != nil && cur != nil && cur.SelfDigest == from.SelfDigest && curRef.resourceVersion == ref.resourceVersion)
-		switch {
-		case conflict || !unchanged:
-			return nil, headMoved(cur)
-		case attempt >= 3:
-			return nil, fail.Errorf(fail.Unavailable, "head write: %v (the Head is unchanged; rerunning is safe)", err)
-		}
-		// The write did not land and nothing moved: the same CAS is safe to resend.
+			_, err := ParseHeadConfigMap(cur)
+			return err
+		},
+		Landed: func(cur *corev1.ConfigMap) bool {
+			h, err := ParseHeadConfigMap(cur)
+			return err == nil && h.SelfDigest == to.SelfDigest
+		},
+		Describe: func(cur *corev1.ConfigMap, present bool) string {
+			if !present {
+				return "the Head was removed"
+			}
+			h, err := ParseHeadConfigMap(cur)
+			if err != nil {
+				return err.Error()
+			}
+			return fmt.Sprintf("the Head is now generation %d %s (%s %s, mutation %s)", h.Generation, h.Phase, h.Transition.Kind, h.Current.Version, h.Transition.MutationID)
+		},
+		Refused: func(op cas.Op, err error) error {
+			switch {
+			case op == cas.OpCreate && apierrors.IsNotFound(err):
+				return missingControlNamespace(ns)
+			case op == cas.OpUpdate && apierrors.IsNotFound(err):
+				return fail.Errorf(fail.Conflict, "head: the Head was removed by someone else (%v): nothing of ours was written after that; investigate before deploying again", err)
+			}
+			return nil
+		},
 	}
-}
-
-func headMoved(cur *Head) error {
-	if cur == nil {
-		return fail.Errorf(fail.Conflict, "head: removed by someone else during the write")
+	res, err := w.Do(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return fail.Errorf(fail.Conflict, "head: another writer moved it: now generation %d %s (%s %s, mutation %s); nothing of ours was applied after that", cur.Generation, cur.Phase, cur.Transition.Kind, cur.Current.Version, cur.Transition.MutationID)
-}
-
-// settleRead re-reads the Head until it gets an answer, bounded.
-func (o *Options) settleRead(ctx context.Context, ns string) (*Head, *cmRef, error) {
-	var last error
-	for i := 0; i < 10; i++ {
-		h, ref, err := o.readHead(ctx, ns)
-		if err == nil || fail.Is(err, fail.Tamper) {
-			return h, ref, err
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return nil, nil, fail.Errorf(fail.Unavailable, "head: cannot re-read to settle a write: %w", ctx.Err())
-		case <-time.After(time.Duration(i+1) * 200 * time.Millisecond):
-		}
-	}
-	return nil, nil, fail.Errorf(fail.Unavailable, "head: cannot re-read to settle a write: %w", last)
+	return &cmRef{resourceVersion: res.Object.ResourceVersion}, nil
 }
 
 // committedEarlier recognises a rerun whose preflight was committed and
-// whose Head has advanced since: a receipt for it is present locally.
-func (o *Options) committedEarlier(ctx context.Context, rdir string, rec *PreflightRecord, head *Head) (*ApplyResult, bool) {
+// whose Head has moved past it since: a receipt for it is present locally.
+// The receipt proves the past commit, not the present: the Head is at
+// another generation (or was removed), so this is never a success but
+// conflict, outcome "superseded", with the result saying what is known.
+func (o *Options) committedEarlier(rdir string, rec *PreflightRecord, head *Head) (*ApplyResult, error) {
 	entries, err := os.ReadDir(rdir)
 	if err != nil {
-		return nil, false
+		return nil, nil
 	}
 	for _, e := range entries {
 		data, err := os.ReadFile(filepath.Join(rdir, e.Name()))
@@ -421,15 +405,17 @@ func (o *Options) committedEarlier(ctx context.Context, rdir string, rec *Prefli
 		if err != nil || r.Transition.PreflightDigest != rec.SelfDigest || r.Transition.CommandDigest != rec.CommandDigest {
 			continue
 		}
-		note := "the Head has since been removed"
+		now := "the Head has since been removed"
 		if head != nil {
-			note = fmt.Sprintf("the Head has advanced since: now generation %d %s (%s %s)", head.Generation, head.Phase, head.Transition.Kind, head.Current.Version)
+			now = fmt.Sprintf("the Head is now at generation %d %s (%s %s)", head.Generation, head.Phase, head.Transition.Kind, head.Current.Version)
 		}
-		o.say("apply: preflight %s was committed as generation %d (receipt %s); %s", rec.SelfDigest, r.Generation, e.Name(), note)
-		return &ApplyResult{Outcome: "replayed", Generation: r.Generation, Version: r.Deployment.Version, Transition: r.Transition.Kind,
-			ExpectedHead: head.Expected().String(), Receipt: filepath.Join(rdir, e.Name()), ReceiptState: "replayed", Note: note}, true
+		note := fmt.Sprintf("superseded: this preflight was committed as generation %d (receipt %s); %s", r.Generation, e.Name(), now)
+		o.say("apply: %s", note)
+		res := &ApplyResult{Outcome: "superseded", Generation: r.Generation, Version: r.Deployment.Version, Transition: r.Transition.Kind,
+			ExpectedHead: head.Expected().String(), Receipt: filepath.Join(rdir, e.Name()), ReceiptState: "present", Note: note}
+		return res, fail.Errorf(fail.Conflict, "%s: nothing was written; run `kubectl ql3 head` and preflight again from there", note)
 	}
-	return nil, false
+	return nil, nil
 }
 
 // finish publishes (or verifies, or rebuilds) the receipt of a committed Head.
