@@ -107,6 +107,7 @@ func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm
 			case <-time.After(retryDelay(attempt, last)):
 			}
 		}
+		start := time.Now()
 		got, err := o.Cluster.Apply(ctx, u, fm, force, dryRun)
 		if err == nil {
 			return got, nil
@@ -115,6 +116,7 @@ func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm
 		if !cas.Unknown(err) {
 			return nil, err
 		}
+		o.say("apply: %s: the answer did not arrive (after %s: %v); applying again (server-side apply is idempotent)", identityOf(u), time.Since(start).Round(time.Millisecond), err)
 		if ctx.Err() != nil {
 			break
 		}

@@ -9,7 +9,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -22,11 +26,12 @@ type Match func(r *http.Request, body []byte) bool
 // Fault is an installed fault: it fires for the first Times matching
 // requests (default 1; negative: every one).
 type Fault struct {
-	next  http.RoundTripper
-	match Match
-	hold  time.Duration // 0: drop the answer
-	Times int32
-	fired atomic.Int32
+	next    http.RoundTripper
+	match   Match
+	hold    time.Duration // 0: drop the answer
+	Times   int32
+	matched atomic.Int32
+	fired   atomic.Int32
 }
 
 // Fired is how many matching requests the fault changed.
@@ -34,9 +39,7 @@ func (f *Fault) Fired() int { return int(f.fired.Load()) }
 
 // Drop installs on cfg a fault that lets matching requests reach the
 // server, then throws the answer away and reports a broken connection.
-func Drop(cfg *rest.Config, match Match) *Fault {
-	return install(cfg, &Fault{match: match, Times: 1})
-}
+func Drop(cfg *rest.Config, match Match) *Fault { return install(cfg, NewDrop(match)) }
 
 // Delay installs on cfg a fault that lets matching requests reach the
 // server and holds the answer back for hold (or until the request's
@@ -44,29 +47,40 @@ func Drop(cfg *rest.Config, match Match) *Fault {
 // client still waits. With hold above cfg.Timeout, the client gives up
 // while the write has been carried out.
 func Delay(cfg *rest.Config, match Match, hold time.Duration) *Fault {
-	return install(cfg, &Fault{match: match, hold: hold, Times: 1})
+	return install(cfg, NewDelay(match, hold))
 }
 
 func install(cfg *rest.Config, f *Fault) *Fault {
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
+	cfg.Wrap(f.Wrap)
 	return f
 }
 
 func (f *Fault) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body []byte
-	if req.Body != nil && req.GetBody != nil {
+	switch {
+	case req.Body != nil && req.GetBody != nil:
 		if rc, err := req.GetBody(); err == nil {
 			body, _ = io.ReadAll(rc)
 			rc.Close()
 		}
+	case req.Body != nil && req.Body != http.NoBody:
+		// A proxied request's body is the incoming stream: read it once and
+		// send the same bytes on.
+		var err error
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	resp, err := f.next.RoundTrip(req)
 	if err != nil || !f.match(req, body) {
 		return resp, err
 	}
-	if n := f.fired.Add(1); f.Times >= 0 && n > f.Times {
+	if n := f.matched.Add(1); f.Times >= 0 && n > f.Times {
 		return resp, err
 	}
+	f.fired.Add(1)
 	if f.hold == 0 {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -101,4 +115,74 @@ func Write(method, pathPart string, needles ...string) Match {
 		}
 		return true
 	}
+}
+
+// Proxy is a plain-HTTP reverse proxy on loopback in front of the API
+// server that target reaches, so a built binary (which cannot be handed a
+// transport) meets the same faults: its kubeconfig names URL and no
+// credentials, and the proxy forwards as target's user through wrap
+// (faults installed on it act on every request that passes).
+type Proxy struct {
+	URL    string
+	server *http.Server
+	ln     net.Listener
+}
+
+// NewProxy starts a proxy forwarding through target's transport, wrapped
+// by wrap (nil: as it is).
+func NewProxy(target *rest.Config, wrap func(http.RoundTripper) http.RoundTripper) (*Proxy, error) {
+	rt, err := rest.TransportFor(target)
+	if err != nil {
+		return nil, err
+	}
+	if wrap != nil {
+		rt = wrap(rt)
+	}
+	u, err := url.Parse(target.Host)
+	if err != nil {
+		return nil, err
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = rt
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+		// A fault that lost the answer: cut the client's connection, as a
+		// broken network would, instead of answering 502.
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, herr := hj.Hijack(); herr == nil {
+				c.Close()
+				return
+			}
+		}
+		http.Error(w, err.Error(), http.StatusBadGateway)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln, server: &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}}
+	go p.server.Serve(ln)
+	return p, nil
+}
+
+// Close stops the proxy.
+func (p *Proxy) Close() { p.server.Close() }
+
+// Kubeconfig writes a kubeconfig for the proxy to path (context "proxy",
+// namespace ns, no credentials: the proxy authenticates).
+func (p *Proxy) Kubeconfig(path, ns string) error {
+	data := "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: " + p.URL +
+		"\ncontexts:\n- name: proxy\n  context:\n    cluster: proxy\n    user: proxy\n    namespace: " + ns +
+		"\nusers:\n- name: proxy\n  user: {}\ncurrent-context: proxy\n"
+	return os.WriteFile(path, []byte(data), 0o600)
+}
+
+// Wrap returns a wrapper for NewProxy that installs f on the transport.
+func (f *Fault) Wrap(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f }
+
+// NewDrop and NewDelay build faults for a proxy (NewProxy(cfg, f.Wrap)).
+func NewDrop(match Match) *Fault { return &Fault{match: match, Times: 1} }
+
+// NewDelay: see Delay.
+func NewDelay(match Match, hold time.Duration) *Fault {
+	return &Fault{match: match, hold: hold, Times: 1}
 }
