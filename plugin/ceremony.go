@@ -64,15 +64,15 @@ func (f *ceremonyFlags) add(fs *pflag.FlagSet, receiptsFlags bool) {
 	fs.IntVar(&f.burst, "burst", defaultBurst, "client-side request burst above --qps")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on waiting for CRDs to be Established and objects to converge")
 	f.secrets.add(fs)
-	fs.StringVarP(&f.output, "output", "o", "", "output format: json or yaml (the result on stdout; progress stays on stderr)")
+	fs.StringVarP(&f.output, "output", "o", "", outputUsage()+" (the result on stdout; progress stays on stderr)")
 	// Profiling the plugin process itself (make bench uses them); hidden.
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this command to the file")
-	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of this command to the file")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this command to `FILE`")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of this command to `FILE`")
 	_ = fs.MarkHidden("cpuprofile")
 	_ = fs.MarkHidden("memprofile")
 	if receiptsFlags {
-		fs.StringVar(&f.receiptsDir, "receipts-dir", "", "where receipts are published (default: <release dir>/receipts)")
-		fs.StringVar(&f.signKey, "sign-key", "", "Ed25519 private key (PKCS#8 PEM) to sign the receipt with")
+		fs.StringVar(&f.receiptsDir, "receipts-dir", "", "`DIR` where receipts are published (default: <release dir>/receipts)")
+		fs.StringVar(&f.signKey, "sign-key", "", "`FILE` holding the Ed25519 private key (PKCS#8 PEM) to sign the receipt with")
 	}
 }
 
@@ -89,7 +89,7 @@ func (f *ceremonyFlags) validate() error {
 	if err := f.secrets.validate(); err != nil {
 		return err
 	}
-	return validateOutput(f.output, "json", "yaml")
+	return validateOutput(f.output)
 }
 
 // options resolves the flags into ceremony options with a real cluster.
@@ -227,9 +227,9 @@ replacing any file. Pass the record to "kubectl ql3 apply --preflight".`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.kind, "transition", "", "install, upgrade or rollback (required)")
-	fs.StringVar(&o.expected, "expected-head", "", "the Head token printed by `kubectl ql3 head` (required)")
-	fs.StringVar(&o.out, "out", "", "where to write the preflight record (never replaced; default ql3-preflight-g<N>-<transition>-<version>.json)")
+	fs.StringVar(&o.kind, "transition", "", "`TRANSITION`: install, upgrade or rollback (required)")
+	fs.StringVar(&o.expected, "expected-head", "", "the Head `TOKEN` printed by kubectl ql3 head (required)")
+	fs.StringVar(&o.out, "out", "", "`FILE` to write the preflight record to (never replaced; default ql3-preflight-g<N>-<transition>-<version>.json)")
 	fs.BoolVar(&o.force, "force-conflicts", false, "take over fields owned by other field managers (recorded in the command digest)")
 	o.cf.add(fs, false)
 	_ = cmd.MarkFlagRequired("transition")
@@ -316,7 +316,7 @@ publishes the receipt. It refuses a Head applying any other preflight.`
 		cmd.Example = `  kubectl ql3 resume --preflight pf.json`
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.preflight, "preflight", "", "the preflight record written by `kubectl ql3 preflight` (required)")
+	fs.StringVar(&o.preflight, "preflight", "", "the preflight record `FILE` written by kubectl ql3 preflight (required)")
 	o.cf.add(fs, true)
 	_ = cmd.MarkFlagRequired("preflight")
 	registerOutputCompletion(cmd)
@@ -386,8 +386,8 @@ preflight record is written (never replaced) so a crash can be resumed.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.expected, "expected-head", "", "the Head token printed by `kubectl ql3 head` (required)")
-	fs.StringVar(&o.out, "out", "", "where to write the preflight record (never replaced)")
+	fs.StringVar(&o.expected, "expected-head", "", "the Head `TOKEN` printed by kubectl ql3 head (required)")
+	fs.StringVar(&o.out, "out", "", "`FILE` to write the preflight record to (never replaced)")
 	o.cf.add(fs, true)
 	_ = cmd.MarkFlagRequired("expected-head")
 	registerOutputCompletion(cmd)

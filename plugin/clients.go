@@ -21,6 +21,18 @@ func restConfig(flags *genericclioptions.ConfigFlags) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// namespace is the target namespace: -n, or the kubeconfig context's.
+// A kubeconfig that cannot be read or has no such context is invalid
+// input.
+func namespace(flags *genericclioptions.ConfigFlags) (string, error) {
+	ns, _, err := flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+	}
+	return ns, nil
+}
+
+// clientset is the typed client of the kubeconfig flags.
 func clientset(flags *genericclioptions.ConfigFlags) (*kubernetes.Clientset, error) {
 	cfg, err := restConfig(flags)
 	if err != nil {

@@ -10,9 +10,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
-// HeadReport is what `kubectl ql3 head -o json|yaml` prints.
+// HeadReport is what `kubectl ql3 head -o json|yaml|jsonpath=…` prints.
 type HeadReport struct {
 	Namespace    string         `json:"namespace"`
 	Present      bool           `json:"present"`
@@ -36,22 +37,23 @@ func newCmdHead(flags *genericclioptions.ConfigFlags, streams genericiooptions.I
 with exit code 5 and never repaired. The last line is the expected-Head token
 to paste into the next "kubectl ql3 preflight --expected-head".`,
 		Example: `  kubectl ql3 head -n ql3-demo
-  kubectl ql3 head -n ql3-demo -o json | jq -r .expectedHead`,
+  kubectl ql3 head -n ql3-demo -o jsonpath='{.expectedHead}'
+  kubectl ql3 head -n ql3-demo -o name   # configmap/qinglong3-deployment-head, or nothing`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.output, "json", "yaml"); err != nil {
+			if err := validateOutput(o.output); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage())
 	registerOutputCompletion(cmd)
 	return cmd
 }
 
 func (o *headOptions) Run(ctx context.Context) error {
-	ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace()
+	ns, err := namespace(o.flags)
 	if err != nil {
 		return err
 	}
@@ -61,7 +63,7 @@ func (o *headOptions) Run(ctx context.Context) error {
 	}
 	cl, err := ceremony.NewKubeCluster(cfg)
 	if err != nil {
-		return err
+		return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 	}
 	h, err := ceremony.ReadHead(ctx, cl, ns)
 	if err != nil {

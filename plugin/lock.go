@@ -30,7 +30,7 @@ type secretFlags struct {
 
 func (f *secretFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.allow, "allow-secret-data", false, "allow Secrets with data or stringData in the release (see docs/lock.md)")
-	fs.StringVar(&f.keyFile, "secret-digest-key-file", "", "file holding the key (at least 32 bytes) of the HMAC that binds Secret values; never written anywhere. Without it Secret values are redacted and not bound")
+	fs.StringVar(&f.keyFile, "secret-digest-key-file", "", "`FILE` holding the key (at least 32 bytes) of the HMAC that binds Secret values; never written anywhere. Without it Secret values are redacted and not bound")
 }
 
 func (f *secretFlags) validate() error {
@@ -117,8 +117,8 @@ identical to the new one is left as it is.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&o.version, "version", "", "the release version: strict SemVer 2.0.0, without a leading v (required)")
-	cmd.Flags().StringVar(&o.clusterIdentity, "cluster-identity", "", "the target's cluster identity (sha256:…, see kubectl ql3 version); do not contact a cluster for it")
+	cmd.Flags().StringVar(&o.version, "version", "", "the release `VERSION`: strict SemVer 2.0.0, without a leading v (required)")
+	cmd.Flags().StringVar(&o.clusterIdentity, "cluster-identity", "", "the target's cluster identity `DIGEST` (sha256:…, see kubectl ql3 version); do not contact a cluster for it")
 	cmd.Flags().BoolVar(&o.update, "update", false, "replace an existing lock")
 	o.secrets.add(cmd.Flags())
 	cmd.AddCommand(newCmdLockVerify(flags, streams))

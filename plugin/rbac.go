@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
-	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -47,7 +46,7 @@ trade-off for a faster read-back of large releases (docs/head.md §6).`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
-			if err := validateOutput(o.output, "json", "yaml"); err != nil {
+			if err := validateOutput(o.output); err != nil {
 				return err
 			}
 			if err := o.secrets.validate(); err != nil {
@@ -56,18 +55,18 @@ trade-off for a faster read-back of large releases (docs/head.md §6).`,
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&o.bindUser, "bind-user", "", "also print bindings of the roles to this user")
-	cmd.Flags().StringVar(&o.bindGroup, "bind-group", "", "also print bindings of the roles to this group")
+	cmd.Flags().StringVar(&o.bindUser, "bind-user", "", "also print bindings of the roles to the user `NAME`")
+	cmd.Flags().StringVar(&o.bindGroup, "bind-group", "", "also print bindings of the roles to the group `NAME`")
 	o.secrets.add(cmd.Flags())
-	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", "output format: yaml (a multi-document stream) or json (a List)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", outputUsage()+"; yaml is a multi-document stream, the others see a v1 List")
 	registerOutputCompletion(cmd)
 	return cmd
 }
 
 func (o *rbacOptions) Run(ctx context.Context) error {
-	mapper, err := o.flags.ToRESTMapper()
+	mapper, err := restMapper(o.flags)
 	if err != nil {
-		return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+		return err
 	}
 	opts, err := o.secrets.options()
 	if err != nil {
@@ -82,8 +81,8 @@ func (o *rbacOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.output == "json" {
-		return printObject(o.streams.Out, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
+	if o.output != outputYAML && o.output != "" {
+		return printObject(o.streams.Out, o.output, newObjectList(objs))
 	}
 	for i, obj := range objs {
 		out, err := yaml.Marshal(obj)

@@ -59,7 +59,8 @@ and the checks are in docs/receipts.md. Any failure exits "tamper" (5) after
 the report is printed.`,
 		Example: `  kubectl ql3 receipt audit ./release/receipts
   kubectl ql3 receipt audit ./release/receipts --trusted-key ops.pub --release ./release
-  kubectl ql3 receipt audit 000042-upgrade-3.4.0.receipt.json --from-generation 42 -o json`,
+  kubectl ql3 receipt audit 000042-upgrade-3.4.0.receipt.json --from-generation 42 -o json
+  kubectl ql3 receipt audit ./release/receipts -o jsonpath='{.verdict}'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			return fail.Wrap(fail.Invalid, cobra.MinimumNArgs(1)(cmd, args))
 		},
@@ -72,10 +73,10 @@ the report is printed.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.release, "release", "", "release directory to re-render, verify against its lock, and compare with the newest receipt")
-	f.StringArrayVar(&o.trustedKeys, "trusted-key", nil, "Ed25519 public key (PKIX PEM); every receipt must be signed by one of the trusted keys (repeatable)")
-	f.Int64Var(&o.fromGeneration, "from-generation", 1, "first generation of a truncated history; its link to the generation before is not checked")
-	f.StringVarP(&o.output, "output", "o", "", "output format: json or yaml")
+	f.StringVar(&o.release, "release", "", "release directory `DIR` to re-render, verify against its lock, and compare with the newest receipt")
+	f.StringArrayVar(&o.trustedKeys, "trusted-key", nil, "`FILE` holding an Ed25519 public key (PKIX PEM); every receipt must be signed by one of the trusted keys (repeatable)")
+	f.Int64Var(&o.fromGeneration, "from-generation", 1, "first generation `N` of a truncated history; its link to the generation before is not checked")
+	f.StringVarP(&o.output, "output", "o", "", outputUsage()+"; name prints each receipt file")
 	o.secrets.add(f)
 	registerOutputCompletion(cmd)
 	return cmd
@@ -94,7 +95,7 @@ func (o *receiptAuditOptions) Validate() error {
 	if err := o.secrets.validate(); err != nil {
 		return err
 	}
-	return validateOutput(o.output, "json", "yaml")
+	return validateOutput(o.output)
 }
 
 func (o *receiptAuditOptions) Run() error {

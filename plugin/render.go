@@ -58,9 +58,10 @@ func newCmdRender(flags *genericclioptions.ConfigFlags, streams genericiooptions
 		Short: "Render a release directory and print its inventory or its objects",
 		Long: `Render the kustomization in DIR in-process, as kubectl kustomize does, check it
 as kubectl ql3 lock would (identities, scope, pinned images, Secrets), and
-print its inventory as a table. With -o yaml|json, print the rendered objects
-instead; with --inventory, print the inventory, roles, images and digests
-(YAML unless -o json).
+print its inventory as a table. With -o, print the rendered objects instead
+(yaml: a multi-document stream; json, name and the templates: a v1 List);
+with --inventory, print the inventory, roles, images and digests (YAML unless
+another -o is given).
 
 Secret values are never printed: each is replaced by its keyed digest, or by
 "<redacted>" without --secret-digest-key-file, exactly as the render digest
@@ -70,7 +71,8 @@ Offline: kinds resolve through a built-in table and the release's CRDs unless
 --context is given.`,
 		Example: `  kubectl ql3 render releases/3.0.0
   kubectl ql3 render releases/3.0.0 -o yaml
-  kubectl ql3 render releases/3.0.0 --inventory -o json`,
+  kubectl ql3 render releases/3.0.0 -o name
+  kubectl ql3 render releases/3.0.0 --inventory -o jsonpath='{.render.inventoryDigest}'`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
@@ -87,7 +89,7 @@ Offline: kinds resolve through a built-in table and the release's CRDs unless
 			return o.Run()
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage())
 	cmd.Flags().BoolVar(&o.inventory, "inventory", false, "print the inventory, roles, images and digests instead of the objects")
 	o.secrets.add(cmd.Flags())
 	registerOutputCompletion(cmd)
@@ -95,7 +97,7 @@ Offline: kinds resolve through a built-in table and the release's CRDs unless
 }
 
 func (o *renderOptions) Validate() error {
-	if err := validateOutput(o.output, "json", "yaml"); err != nil {
+	if err := validateOutput(o.output); err != nil {
 		return err
 	}
 	return o.secrets.validate()
@@ -114,13 +116,7 @@ func (o *renderOptions) Run() error {
 			out = "yaml"
 		}
 		return printObject(w, out, newInventoryReport(rel))
-	case o.output == "json":
-		items := make([]any, 0, len(rel.Inventory))
-		for _, obj := range rel.RedactedObjects() {
-			items = append(items, obj.Object)
-		}
-		return printObject(w, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
-	case o.output == "yaml":
+	case o.output == outputYAML:
 		for i, obj := range rel.RedactedObjects() {
 			data, err := yaml.Marshal(obj.Object)
 			if err != nil {
@@ -136,6 +132,12 @@ func (o *renderOptions) Run() error {
 			}
 		}
 		return nil
+	case o.output != "":
+		items := make([]any, 0, len(rel.Inventory))
+		for _, obj := range rel.RedactedObjects() {
+			items = append(items, obj.Object)
+		}
+		return printObject(w, o.output, newObjectList(items))
 	}
 	return printInventoryTable(w, rel.Inventory)
 }

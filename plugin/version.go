@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -14,10 +13,8 @@ import (
 	apiversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
-	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
 // VersionInfo is what `kubectl ql3 version -o json|yaml` prints.
@@ -60,9 +57,9 @@ kube-system Namespace UID, the value a lock's target.clusterIdentity binds.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
 	cmd.Flags().BoolVar(&o.client, "client", false, "print the plugin version only; do not contact a cluster")
-	registerOutputCompletion(cmd)
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
 	return cmd
 }
 
@@ -80,7 +77,7 @@ func init() {
 	}
 }
 
-func (o *versionOptions) Validate() error { return validateOutput(o.output, "json", "yaml") }
+func (o *versionOptions) Validate() error { return validateOutput(o.output, outputJSON, outputYAML) }
 
 func (o *versionOptions) Run(ctx context.Context) error {
 	info := VersionInfo{Plugin: PluginVersion{Version: version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}}
@@ -107,8 +104,7 @@ func (o *versionOptions) readServer(ctx context.Context, info *VersionInfo) erro
 }
 
 func printVersion(w io.Writer, output string, info VersionInfo) error {
-	switch output {
-	case "json", "yaml":
+	if output != "" {
 		return printObject(w, output, info)
 	}
 	fmt.Fprintf(w, "Plugin Version: %s\n", info.Plugin.Version)
@@ -119,39 +115,4 @@ func printVersion(w io.Writer, output string, info VersionInfo) error {
 		fmt.Fprintf(w, "Cluster Identity: %s\n", info.ClusterIdentity)
 	}
 	return nil
-}
-
-// printObject prints v as indented JSON or as YAML.
-func printObject(w io.Writer, output string, v any) error {
-	var out []byte
-	var err error
-	if output == "yaml" {
-		out, err = yaml.Marshal(v)
-	} else {
-		out, err = json.MarshalIndent(v, "", "  ")
-		out = append(out, '\n')
-	}
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(out)
-	return err
-}
-
-func validateOutput(output string, allowed ...string) error {
-	if output == "" {
-		return nil
-	}
-	for _, a := range allowed {
-		if output == a {
-			return nil
-		}
-	}
-	return fail.Errorf(fail.Invalid, "--output %q is not supported; use one of %v", output, allowed)
-}
-
-func registerOutputCompletion(cmd *cobra.Command) {
-	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
-	})
 }
