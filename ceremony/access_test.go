@@ -2,6 +2,7 @@ package ceremony_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,9 +12,12 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
@@ -92,7 +96,9 @@ func TestMissingPermissionFailsClosed(t *testing.T) {
 			waitAllowed(t, user, authorizationv1.ResourceAttributes{Verb: "get", Resource: "configmaps", Namespace: ns, Name: ceremony.HeadName})
 
 			want := strings.ReplaceAll(tt.want, "NS", ns)
-			o := options(t, cluster(t, userConfig(t, user)), t.TempDir())
+			// Wrapped, as fault-injecting tests and callers wrap clusters:
+			// the review is a capability of the interface, never skipped.
+			o := options(t, wrapped{cluster(t, userConfig(t, user))}, t.TempDir())
 			_, err = ceremony.RunPreflight(context.Background(), o, ceremony.PreflightRequest{Dir: dir, Transition: ceremony.TransitionInstall, Out: t.TempDir() + "/pf.json"})
 			if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("preflight without %s: %v (class %v), want invalid naming %q", tt.name, err, fail.ClassOf(err), want)
@@ -106,6 +112,34 @@ func TestMissingPermissionFailsClosed(t *testing.T) {
 				t.Fatalf("the Head was created: %+v", h)
 			}
 		})
+	}
+}
+
+// wrapped is a cluster wrapped by embedding, overriding nothing.
+type wrapped struct{ ceremony.Cluster }
+
+// unreviewable is the real cluster, except that its permission reviews
+// are forbidden: the access check fails closed, nothing is written.
+type unreviewable struct{ ceremony.Cluster }
+
+func (unreviewable) CanI(context.Context, cas.Access) (bool, error) {
+	return false, apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}, "", errors.New("reviews withdrawn by the test"))
+}
+
+func (unreviewable) RulesIn(context.Context, string) ([]authorizationv1.ResourceRule, error) {
+	return nil, apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}, "", errors.New("reviews withdrawn by the test"))
+}
+
+func TestUnanswerableReviewFailsClosed(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := release(t, "v3.0.0", ns, "")
+	o := options(t, unreviewable{cluster(t, userConfig(t, "unreviewed", "system:masters"))}, t.TempDir())
+	_, err := ceremony.RunPreflight(context.Background(), o, ceremony.PreflightRequest{Dir: dir, Transition: ceremony.TransitionInstall, Out: t.TempDir() + "/pf.json"})
+	if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "permission review") {
+		t.Fatalf("preflight with reviews forbidden: %v (class %v), want invalid (fails closed)", err, fail.ClassOf(err))
+	}
+	if h := headOf(t, ns); h != nil {
+		t.Fatalf("the Head was created: %+v", h)
 	}
 }
 
