@@ -12,6 +12,10 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
+// afterRead, when set (tests only), runs between reading the bytes and
+// the final identity checks, so a test can change the file mid-read.
+var afterRead func(path string)
+
 // identity is what must not change while a file is read.
 type identity struct {
 	dev, ino, size uint64
@@ -61,6 +65,9 @@ func readFile(path string, limit int64) ([]byte, error) {
 	}
 	if int64(len(data)) > limit || uint64(len(data)) != id.size {
 		return nil, changed(path)
+	}
+	if afterRead != nil {
+		afterRead(path)
 	}
 	var after, again syscall.Stat_t
 	if err := syscall.Fstat(fd, &after); err != nil {
