@@ -7,7 +7,7 @@
 // The deployment Head (package ceremony) and every sibling operation (the
 // package pointer, the worker credential, the keyset ledger, environment
 // bundles) write through this package and nowhere else, so that "what do we
-// know after this answer" is decided once (docs/ceremony.md, Settlement).
+// know after this answer" is decided once (docs/ceremony.md §6.3).
 package cas
 
 import (

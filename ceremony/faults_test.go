@@ -120,7 +120,7 @@ func readBytes(t *testing.T, path string) []byte {
 	return data
 }
 
-// Every tamper class of ceremony.md §4 is refused with "tamper", and the
+// Every tamper class of docs/ceremony.md §4.2 is refused with "tamper", and the
 // Head is left exactly as the tamperer left it: never repaired.
 func TestHeadTamperClasses(t *testing.T) {
 	ns := targetNamespace(t)

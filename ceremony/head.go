@@ -194,7 +194,7 @@ func tamper(format string, args ...any) error {
 }
 
 // ParseHeadConfigMap validates the Head ConfigMap and its head.json and
-// fails closed on every tamper class of ceremony.md §4: extra keys,
+// fails closed on every tamper class of docs/ceremony.md §4.2: extra keys,
 // binaryData, finalizers, owner references, a deletion timestamp, wrong
 // labels or annotations, oversize, non-canonical JSON, unknown fields,
 // invalid values and any digest mismatch.

@@ -41,7 +41,7 @@ func (p *PreflightResult) ApplyRequest() ApplyRequest {
 	return ApplyRequest{Preflight: p.Record, loaded: p.loaded}
 }
 
-// RunPreflight is ceremony.md §5: read-only against the cluster; writes
+// RunPreflight is docs/ceremony.md §5: read-only against the cluster; writes
 // only the preflight record, never replacing a file.
 func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*PreflightResult, error) {
 	o.defaults()
@@ -136,7 +136,7 @@ type ApplyResult struct {
 	receipt      *receipts.Receipt `json:"-"`
 }
 
-// RunApply is ceremony.md §6 and, with Resume, §7.
+// RunApply is docs/ceremony.md §6 and, with Resume, §7.
 func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, error) {
 	o.defaults()
 	rec := req.Preflight
@@ -329,8 +329,8 @@ func cloneHead(h *Head) *Head {
 
 // writeHead moves the Head from `from` (nil = absent, read at ref) to `to`
 // by create or resourceVersion-carrying update through the CAS kernel,
-// which settles every outcome from what the cluster holds (docs/ceremony.md,
-// Settlement): success is only ever "the Head now holds exactly `to`". An
+// which settles every outcome from what the cluster holds (docs/ceremony.md
+// §6.3): success is only ever "the Head now holds exactly `to`". An
 // unknown outcome with nothing moved is resent (policy Resend).
 func (o *Options) writeHead(ctx context.Context, ns string, ref *cmRef, from, to *Head) (*cmRef, error) {
 	cm, err := to.ConfigMap(ns)

@@ -1,5 +1,5 @@
 // Package fail classifies errors into the outcomes a script must tell apart
-// (ceremony.md §9). Only main turns a class into an exit code.
+// (docs/ceremony.md §9). Only main turns a class into an exit code.
 package fail
 
 import (
