@@ -58,5 +58,22 @@ func CheckSortedUnique(ids []Identity) error { return canon.CheckSortedUnique(id
 // InventoryDigest is the digest of the sorted identity list.
 func InventoryDigest(ids []Identity) (string, error) { return canon.InventoryDigest(ids) }
 
-// Missing lists the identities of a that b lacks.
+// Missing lists the identities of a whose object (by Key) b lacks.
 func Missing(a, b []Identity) []Identity { return canon.Missing(a, b) }
+
+// SameObjects reports whether a and b name the same objects by Key.
+func SameObjects(a, b []Identity) bool { return canon.SameObjects(a, b) }
+
+// Key is an object's identity across API versions: group, kind, namespace
+// and name.
+type Key = canon.Key
+
+// Names reserved for the Head: a release may define no ConfigMap named
+// HeadName, and a lock's tool.fieldManager is never HeadFieldManager.
+const (
+	HeadName         = canon.HeadName
+	HeadFieldManager = canon.HeadFieldManager
+)
+
+// IsHead reports whether id names a ConfigMap called HeadName.
+func IsHead(id Identity) bool { return canon.IsHead(id) }

@@ -317,7 +317,11 @@ func (l *Lock) validate() []FieldError {
 			add("tool.constraint", "%q is not a SemVer constraint: %v", l.Tool.Constraint, err)
 		}
 	}
-	if l.Tool.FieldManager != FieldManager {
+	switch l.Tool.FieldManager {
+	case FieldManager:
+	case HeadFieldManager:
+		add("tool.fieldManager", "%q is reserved for the Head's own writes; a release is applied as %q", l.Tool.FieldManager, FieldManager)
+	default:
 		add("tool.fieldManager", "%q is not %q", l.Tool.FieldManager, FieldManager)
 	}
 
@@ -378,6 +382,9 @@ func (l *Lock) validate() []FieldError {
 		if id.APIVersion == "" || id.Kind == "" || id.Name == "" {
 			add(fmt.Sprintf("render.inventory[%d]", i), "apiVersion, kind and name are required")
 			invOK = false
+		}
+		if IsHead(id) {
+			add(fmt.Sprintf("render.inventory[%d]", i), "%q is the Head: the name %q is reserved in every namespace, and no release may write it; rename the ConfigMap and lock again", id.String(), HeadName)
 		}
 	}
 	if err := CheckSortedUnique(l.Render.Inventory); err != nil {
@@ -575,10 +582,12 @@ func VerifyLock(l *Lock, r *Release) error {
 		add("source.digest", "lock %s, release %s", l.Source.Digest, r.SourceDigest)
 	}
 
-	for _, id := range Missing(l.Render.Inventory, r.Inventory) {
+	// The lock binds the exact apiVersions: compared as identities, not by
+	// Key, so a release that moved an object to another version differs.
+	for _, id := range missingExact(l.Render.Inventory, r.Inventory) {
 		add("render.inventory", "%q is in the lock but no longer in the release", id.String())
 	}
-	for _, id := range Missing(r.Inventory, l.Render.Inventory) {
+	for _, id := range missingExact(r.Inventory, l.Render.Inventory) {
 		add("render.inventory", "%q is in the release but not in the lock", id.String())
 	}
 	if l.Render.Count != len(r.Inventory) {
@@ -601,6 +610,22 @@ func VerifyLock(l *Lock, r *Release) error {
 		return lockError(fmt.Sprintf("release %q does not match its lock", r.Dir), d)
 	}
 	return nil
+}
+
+// missingExact returns the identities of a that b does not list with the
+// same apiVersion, kind, namespace and name.
+func missingExact(a, b []Identity) []Identity {
+	in := make(map[Identity]bool, len(b))
+	for _, id := range b {
+		in[id] = true
+	}
+	var out []Identity
+	for _, id := range a {
+		if !in[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // missingStrings returns the elements of sorted a absent from sorted b.

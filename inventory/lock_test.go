@@ -102,6 +102,10 @@ func TestParseLockErrors(t *testing.T) {
 		{"namespace", sub("namespace: ql3-demo\n", "namespace: Ql3_Demo\n"), []string{`target.namespace: "Ql3_Demo" is not a namespace name`}},
 		{"tool name", sub("name: kubectl-ql3", "name: kubectl-ql2"), []string{`tool.name: "kubectl-ql2"`}},
 		{"field manager", sub("fieldManager: kubectl-ql3", "fieldManager: kubectl"), []string{`tool.fieldManager: "kubectl" is not "kubectl-ql3"`}},
+		{"head field manager", sub("fieldManager: kubectl-ql3", "fieldManager: "+HeadFieldManager), []string{`tool.fieldManager: "kubectl-ql3-head" is reserved for the Head's own writes`}},
+		{"head in inventory", sub("name: ql3-config}", "name: "+HeadName+"}"), []string{`render.inventory[10]: "v1/ConfigMap/ql3-demo/qinglong3-deployment-head" is the Head`}},
+		{"one object under two apiVersions", sub("name: ql3-default}\n", "name: ql3-default}\n    - {apiVersion: demo.qinglong.io/v1beta1, kind: Widget, namespace: ql3-demo, name: ql3-default}\n"),
+			[]string{"render.inventory: identities demo.qinglong.io/v1/Widget/ql3-demo/ql3-default and demo.qinglong.io/v1beta1/Widget/ql3-demo/ql3-default are the same object"}},
 		{"constraint", sub("'>=0.1.0-0 <1.0.0-0'", "'>=> 1'"), []string{`tool.constraint: ">=> 1" is not a SemVer constraint`}},
 		{"tag-only image", sub("registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a", "registry.k8s.io/pause:3.10"), []string{`images[0]: "registry.k8s.io/pause:3.10" is not pinned by digest`}},
 		{"images repeated", sub("images:\n  - "+testImage+"\n", "images:\n  - "+testImage+"\n  - "+testImage+"\n"), []string{"images[1]:", "out of order or repeated"}},
@@ -206,6 +210,52 @@ func TestLoadRelease(t *testing.T) {
 	}
 	_, _, err = LoadRelease(fs, "/rel", Options{})
 	wantInvalid(t, err, `source.files["config.yaml"]: changed`, "render.digest:")
+}
+
+// A hand-written lock that lists the Head, otherwise consistent (count and
+// inventory digest recomputed), is refused by LoadRelease, which the
+// preflight and the apply load every release through.
+func TestLoadReleaseRefusesALockListingTheHead(t *testing.T) {
+	fs := fixtureFS(t, "v3.0.0")
+	l, _ := fixtureLock(t, "v3.0.0", "3.0.0")
+	head := Identity{APIVersion: "v1", Kind: "ConfigMap", Namespace: l.Target.Namespace, Name: HeadName}
+	l.Render.Inventory = append(l.Render.Inventory, head)
+	SortIdentities(l.Render.Inventory)
+	l.Render.Count = len(l.Render.Inventory)
+	var err error
+	if l.Render.InventoryDigest, err = InventoryDigest(l.Render.Inventory); err != nil {
+		t.Fatal(err)
+	}
+	data, err := l.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.WriteFile("/rel/"+LockFile, data); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = LoadRelease(fs, "/rel", Options{})
+	wantInvalid(t, err, "/rel/ql3.lock.yaml: invalid lock: render.inventory[", `"v1/ConfigMap/ql3-demo/qinglong3-deployment-head" is the Head`)
+	var le *LockError
+	if !errors.As(err, &le) || len(le.Fields) != 1 {
+		t.Errorf("want exactly the Head refused, got %+v", le)
+	}
+}
+
+// The lock binds exact apiVersions: a release that moved an object to
+// another version does not match its lock, though the object is the same.
+func TestVerifyLockComparesExactVersions(t *testing.T) {
+	files := minimalRelease()
+	files["/rel/hpa.yaml"] = "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: web\nspec:\n  maxReplicas: 2\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: ql3-worker}\n"
+	files["/rel/kustomization.yaml"] += "- hpa.yaml\n"
+	l, err := NewLock(mustRender(t, memFS(t, files), Options{}), "1.0.0", testClusterIdentity, "v0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["/rel/hpa.yaml"] = strings.Replace(files["/rel/hpa.yaml"], "autoscaling/v1", "autoscaling/v2", 1)
+	wantInvalid(t, VerifyLock(l, mustRender(t, memFS(t, files), Options{})),
+		`render.inventory: "autoscaling/v1/HorizontalPodAutoscaler/demo/web" is in the lock but no longer in the release`,
+		`render.inventory: "autoscaling/v2/HorizontalPodAutoscaler/demo/web" is in the release but not in the lock`,
+		"render.inventoryDigest:")
 }
 
 func TestNewLockErrors(t *testing.T) {

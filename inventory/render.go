@@ -212,6 +212,9 @@ func check(dir string, objs []*unstructured.Unstructured, files map[string][]byt
 		}
 		seen[gk][key] = id
 
+		if IsHead(id) {
+			errs = append(errs, fmt.Errorf("object %q%s: the name %q is reserved for the Head, in every namespace: a release never writes the Head; rename the ConfigMap (docs/lock.md)", id.String(), foundIn(files, HeadName), HeadName))
+		}
 		namespaced, err := scopes.namespaced(id)
 		if err != nil {
 			return nil, nil, fmt.Errorf("release %q: %w", dir, err)

@@ -150,6 +150,15 @@ func TestRenderBadInput(t *testing.T) {
 			f["/rel/hpa.yaml"] = "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: web\nspec:\n  maxReplicas: 2\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: ql3-worker}\n---\napiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: web\nspec:\n  maxReplicas: 2\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: ql3-worker}\n"
 			f["/rel/kustomization.yaml"] += "- hpa.yaml\n"
 		}, []string{"web"}},
+		{"head configmap", func(f map[string]string) {
+			f["/rel/head.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: qinglong3-deployment-head\ndata: {head.json: '{}'}\n"
+			f["/rel/kustomization.yaml"] += "- head.yaml\n"
+		}, []string{`release "/rel": object "v1/ConfigMap/demo/qinglong3-deployment-head" (in ["head.yaml"]): the name "qinglong3-deployment-head" is reserved for the Head`}},
+		{"head configmap made by a name prefix", func(f map[string]string) {
+			f["/rel/sub/kustomization.yaml"] = "namePrefix: qinglong3-\nresources: [cm.yaml]\n"
+			f["/rel/sub/cm.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deployment-head\n"
+			f["/rel/kustomization.yaml"] += "- sub\n"
+		}, []string{`release "/rel": object "v1/ConfigMap/demo/qinglong3-deployment-head": the name "qinglong3-deployment-head" is reserved`}},
 		{"two control namespaces", func(f map[string]string) {
 			f["/rel/other.yaml"] = deployment("ql3-control-2", "elsewhere", "control", testImage)
 			f["/rel/kustomization.yaml"] = "resources:\n- namespace.yaml\n- app.yaml\n- other.yaml\n"

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,7 +41,8 @@ func Compare(a, b Identity) int {
 func SortIdentities(ids []Identity) { slices.SortFunc(ids, Compare) }
 
 // CheckSortedUnique returns an error naming the first identity that is out
-// of order or repeated.
+// of order or repeated. Two identities with the same Key (one object under
+// two apiVersions) are repeated too.
 func CheckSortedUnique(ids []Identity) error {
 	for i := 1; i < len(ids); i++ {
 		switch c := Compare(ids[i-1], ids[i]); {
@@ -49,6 +51,13 @@ func CheckSortedUnique(ids []Identity) error {
 		case c > 0:
 			return fmt.Errorf("identity %s is out of order after %s", ids[i], ids[i-1])
 		}
+	}
+	seen := make(map[Key]Identity, len(ids))
+	for _, id := range ids {
+		if prev, ok := seen[id.Key()]; ok {
+			return fmt.Errorf("identities %s and %s are the same object (%s) under two apiVersions", prev, id, id.Key())
+		}
+		seen[id.Key()] = id
 	}
 	return nil
 }
@@ -62,28 +71,61 @@ func InventoryDigest(ids []Identity) (string, error) {
 	return DigestOf(DomainInventory, ids)
 }
 
-// Missing returns the identities of a that are absent from b. Both must be
-// sorted.
+// Missing returns the identities of a whose object is absent from b, in a's
+// order: objects are compared by Key (group, kind, namespace, name), so an
+// object b lists under another apiVersion is not missing.
 func Missing(a, b []Identity) []Identity {
+	in := make(map[Key]bool, len(b))
+	for _, id := range b {
+		in[id.Key()] = true
+	}
 	var out []Identity
-	i, j := 0, 0
-	for i < len(a) {
-		if j >= len(b) {
-			out = append(out, a[i:]...)
-			break
-		}
-		switch c := Compare(a[i], b[j]); {
-		case c == 0:
-			i++
-			j++
-		case c < 0:
-			out = append(out, a[i])
-			i++
-		default:
-			j++
+	for _, id := range a {
+		if !in[id.Key()] {
+			out = append(out, id)
 		}
 	}
 	return out
+}
+
+// SameObjects reports whether a and b name the same set of objects by Key,
+// whatever apiVersion each lists them under.
+func SameObjects(a, b []Identity) bool {
+	return len(Missing(a, b)) == 0 && len(Missing(b, a)) == 0
+}
+
+// Key is an object's identity across API versions: group, kind, namespace
+// and name, as cli-utils' ObjMetadata names an object. Two identities with
+// the same Key are one object on the API server, whichever version it is
+// read or written in.
+type Key struct {
+	Group     string `json:"group"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (k Key) String() string {
+	ns := k.Namespace
+	if ns == "" {
+		ns = "-"
+	}
+	g := k.Group
+	if g == "" {
+		g = "core"
+	}
+	return fmt.Sprintf("%s/%s/%s/%s", g, k.Kind, ns, k.Name)
+}
+
+// Key is the identity's group, kind, namespace and name. The group is the
+// part of apiVersion before the first "/", or "" (the core group) when
+// apiVersion has no "/".
+func (id Identity) Key() Key {
+	group, _, found := strings.Cut(id.APIVersion, "/")
+	if !found {
+		group = ""
+	}
+	return Key{Group: group, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}
 }
 
 // GroupKind is the identity's API group and kind.
