@@ -20,6 +20,9 @@ type Target struct {
 
 // CheckTransition applies the Head rules of ceremony.md §5.3 to the Head
 // read from the cluster (nil when absent). It is pure: no cluster, no files.
+// The subset rule of an upgrade and the equality rule of a rollback compare
+// objects by group, kind, namespace and name (inventory.Key), so moving an
+// object to another API version neither drops nor adds it.
 //
 // A Head that moved since the preflight, or one still applying, is a
 // conflict; a transition the Head does not allow is invalid input.
@@ -71,11 +74,30 @@ func CheckTransition(h *Head, expected ExpectedHead, t Target) error {
 		if t.Deployment.Version != prev.Version || t.Deployment.LockDigest != prev.LockDigest {
 			return fail.Errorf(fail.Invalid, "rollback: target %s (lock %s) is not the exact previous deployment %s (lock %s)", t.Deployment.Version, t.Deployment.LockDigest, prev.Version, prev.LockDigest)
 		}
-		if t.Deployment.InventoryDigest != cur.InventoryDigest || prev.InventoryDigest != cur.InventoryDigest {
-			return fail.Errorf(fail.Invalid, "rollback: inventories differ (current %s, previous %s, target %s); a rollback must not add or drop objects", cur.InventoryDigest, prev.InventoryDigest, t.Deployment.InventoryDigest)
+		// Objects are compared by group, kind, namespace and name: a
+		// rollback may return an object to the apiVersion the previous
+		// deployment applied it in, but never add or drop one.
+		if t.Deployment.InventoryDigest != prev.InventoryDigest {
+			return fail.Errorf(fail.Invalid, "rollback: the target's inventory %s is not the previous deployment's %s", t.Deployment.InventoryDigest, prev.InventoryDigest)
+		}
+		if !inventory.SameObjects(cur.Inventory, t.Inventory) {
+			return fail.Errorf(fail.Invalid, "rollback: inventories differ: %s; a rollback must not add or drop objects (objects compare by group, kind, namespace and name)", inventoryDiff(cur.Inventory, t.Inventory))
 		}
 	}
 	return nil
+}
+
+// inventoryDiff names the objects (by Key) only the current and only the
+// target inventory list.
+func inventoryDiff(cur, target []inventory.Identity) string {
+	var parts []string
+	if dropped := inventory.Missing(cur, target); len(dropped) > 0 {
+		parts = append(parts, fmt.Sprintf("the target drops %s", identityList(dropped, 10)))
+	}
+	if added := inventory.Missing(target, cur); len(added) > 0 {
+		parts = append(parts, fmt.Sprintf("the target adds %s", identityList(added, 10)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func identityList(ids []inventory.Identity, max int) string {

@@ -61,6 +61,28 @@ func TestCheckTransition(t *testing.T) {
 	h2 := committedHead(t, 2, v2, inv2, &v1)
 	v2b := dep("3.1.1", 'z', inv2)
 	h3 := committedHead(t, 3, v2b, inv2, &v2) // previous has the same inventory: rollback allowed
+	// Identity across versions: the Gadget custom resource moves from
+	// v1beta1 to v1 (and an HPA to autoscaling/v2); each is one object.
+	gadget := func(apiVersion string) inventory.Identity {
+		return inventory.Identity{APIVersion: apiVersion, Kind: "Gadget", Namespace: "ns", Name: "g"}
+	}
+	withObj := func(inv []inventory.Identity, more ...inventory.Identity) []inventory.Identity {
+		out := append(append([]inventory.Identity(nil), inv...), more...)
+		inventory.SortIdentities(out)
+		return out
+	}
+	invBeta := withObj(inv2, gadget("demo.qinglong.io/v1beta1"))
+	invV1 := withObj(inv2, gadget("demo.qinglong.io/v1"))
+	invOtherGroup := withObj(inv2, gadget("other.qinglong.io/v1"))
+	vBeta := dep("3.2.0", 'b', invBeta)
+	hBeta := committedHead(t, 3, vBeta, invBeta, &v2)
+	vV1 := dep("3.3.0", 'v', invV1)
+	hV1 := committedHead(t, 4, vV1, invV1, &vBeta) // moved to v1; previous applied v1beta1
+	hpa := func(apiVersion string) inventory.Identity {
+		return inventory.Identity{APIVersion: apiVersion, Kind: "HorizontalPodAutoscaler", Namespace: "ns", Name: "web"}
+	}
+	invHPA2 := withObj(inv1, hpa("autoscaling/v2"))
+	hHPA1 := committedHead(t, 2, dep("3.1.0", 'h', withObj(inv1, hpa("autoscaling/v1"))), withObj(inv1, hpa("autoscaling/v1")), &v1)
 	applying := committedHead(t, 1, v1, inv1, nil)
 	applying.Phase = PhaseApplying
 
@@ -90,7 +112,12 @@ func TestCheckTransition(t *testing.T) {
 		{"rollback to exact previous", h3, h3.Expected(), Target{TransitionRollback, v2, inv2}, fail.Other, ""},
 		{"rollback to another lock", h3, h3.Expected(), Target{TransitionRollback, dep("3.1.0", 'q', inv2), inv2}, fail.Invalid, "not the exact previous deployment"},
 		{"rollback to another version", h3, h3.Expected(), Target{TransitionRollback, dep("3.0.0", 'y', inv2), inv2}, fail.Invalid, "not the exact previous deployment"},
-		{"rollback across an inventory change", h2, h2.Expected(), Target{TransitionRollback, v1, inv1}, fail.Invalid, "inventories differ"},
+		{"rollback across an inventory change", h2, h2.Expected(), Target{TransitionRollback, v1, inv1}, fail.Invalid, "inventories differ: the target drops v1/ConfigMap/ns/c"},
+		{"upgrade moves a custom resource to a new version", hBeta, hBeta.Expected(), Target{TransitionUpgrade, vV1, invV1}, fail.Other, ""},
+		{"upgrade moves an hpa to autoscaling/v2", hHPA1, hHPA1.Expected(), Target{TransitionUpgrade, dep("3.2.0", 'i', invHPA2), invHPA2}, fail.Other, ""},
+		{"upgrade moves a kind to another group", hBeta, hBeta.Expected(), Target{TransitionUpgrade, dep("3.3.0", 'o', invOtherGroup), invOtherGroup}, fail.Invalid, "omits 1 live object(s) of 3.2.0, and kubectl-ql3 never prunes: demo.qinglong.io/v1beta1/Gadget/ns/g"},
+		{"rollback returns a custom resource to its previous version", hV1, hV1.Expected(), Target{TransitionRollback, vBeta, invBeta}, fail.Other, ""},
+		{"rollback whose target is not the previous inventory", hV1, hV1.Expected(), Target{TransitionRollback, receipts.Deployment{Version: vBeta.Version, LockDigest: vBeta.LockDigest, InventoryDigest: d('0'), InventoryCount: len(invBeta)}, invBeta}, fail.Invalid, "is not the previous deployment's"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
