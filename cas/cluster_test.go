@@ -241,3 +241,120 @@ func TestRequire(t *testing.T) {
 		t.Fatalf("review after the grant: %v", err)
 	}
 }
+
+// A delete fenced by UID and resourceVersion removes exactly the recorded
+// object: changed → conflict, recreated → left alone, absent → reported,
+// a lost answer settled by reading, a finalizer waited for.
+func TestFencedDelete(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name    string
+		before  func(t *testing.T, ns string) // between record and delete
+		drop    bool
+		dryRun  bool
+		want    cas.DeleteOutcome
+		class   fail.Class
+		remains bool // the object (any UID) still exists afterwards
+	}{
+		{name: "recorded state", want: cas.Deleted},
+		{name: "dry-run", dryRun: true, want: cas.Deleted, remains: true},
+		{name: "changed since recorded", before: func(t *testing.T, ns string) {
+			cm := current(t, ns)
+			cm.Data = map[string]string{"v": "edited"}
+			if _, err := cp.Clientset().CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, class: fail.Conflict, remains: true},
+		{name: "recreated by someone else", before: func(t *testing.T, ns string) {
+			c := cp.Clientset().CoreV1().ConfigMaps(ns)
+			if err := c.Delete(ctx, "ptr", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Create(ctx, intent(ns, "theirs", ""), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, want: cas.Recreated, remains: true},
+		{name: "already absent", before: func(t *testing.T, ns string) {
+			if err := cp.Clientset().CoreV1().ConfigMaps(ns).Delete(ctx, "ptr", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, want: cas.AlreadyAbsent},
+		{name: "answer lost", drop: true, want: cas.Deleted},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := cp.Namespace(t)
+			if _, err := cp.Clientset().CoreV1().ConfigMaps(ns).Create(ctx, intent(ns, "ours", ""), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			rec := current(t, ns)
+			if tt.before != nil {
+				tt.before(t, ns)
+			}
+			cfg := user(t, "deleter", "system:masters")
+			var f *faults.Fault
+			if tt.drop {
+				f = faults.Drop(cfg, faults.Write(http.MethodDelete, "/configmaps/ptr"))
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cs.CoreV1().ConfigMaps(ns)
+			d := cas.Delete{
+				What: "configmap " + ns + "/ptr", UID: string(rec.UID), ResourceVersion: rec.ResourceVersion, DryRun: tt.dryRun,
+				Send: func(ctx context.Context, o metav1.DeleteOptions) error { return c.Delete(ctx, "ptr", o) },
+				Get:  func(ctx context.Context) (metav1.Object, error) { return c.Get(ctx, "ptr", metav1.GetOptions{}) },
+				Say:  func(f string, a ...any) { t.Logf(f, a...) },
+			}
+			got, err := d.Do(ctx)
+			if tt.class != 0 {
+				if fail.ClassOf(err) != tt.class {
+					t.Fatalf("Do: %q %v, want class %v", got, err, tt.class)
+				}
+			} else if err != nil || got != tt.want {
+				t.Fatalf("Do: %q %v, want %q", got, err, tt.want)
+			}
+			if f != nil && f.Fired() != 1 {
+				t.Fatalf("the fault fired %d times", f.Fired())
+			}
+			_, gerr := cp.Clientset().CoreV1().ConfigMaps(ns).Get(ctx, "ptr", metav1.GetOptions{})
+			if exists := gerr == nil; exists != tt.remains {
+				t.Fatalf("object exists afterwards: %v (%v), want %v", exists, gerr, tt.remains)
+			}
+		})
+	}
+
+	t.Run("finalizer waited for", func(t *testing.T) {
+		ns := cp.Namespace(t)
+		c := cp.Clientset().CoreV1().ConfigMaps(ns)
+		obj := intent(ns, "ours", "")
+		obj.Finalizers = []string{"qinglong.io/test"}
+		rec, err := c.Create(ctx, obj, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := func(ctx context.Context) (metav1.Object, error) { return c.Get(ctx, "ptr", metav1.GetOptions{}) }
+		d := cas.Delete{What: "configmap ptr", UID: string(rec.UID), ResourceVersion: rec.ResourceVersion,
+			Send: func(ctx context.Context, o metav1.DeleteOptions) error { return c.Delete(ctx, "ptr", o) }, Get: get}
+		if got, err := d.Do(ctx); err != nil || got != cas.Deleted {
+			t.Fatalf("Do: %q %v", got, err)
+		}
+		// A second run (resume) finds it terminating: deleted, not a conflict.
+		if got, err := d.Do(ctx); err != nil || got != cas.Deleted {
+			t.Fatalf("rerun on a terminating object: %q %v", got, err)
+		}
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := cas.WaitGone(short, string(rec.UID), get, 100*time.Millisecond); err == nil {
+			t.Fatal("WaitGone returned while the finalizer holds the object")
+		}
+		cur, _ := c.Get(ctx, "ptr", metav1.GetOptions{})
+		cur.Finalizers = nil
+		if _, err := c.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cas.WaitGone(ctx, string(rec.UID), get, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
