@@ -23,6 +23,13 @@ trap cleanup EXIT INT TERM
 
 say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 run() { say "$*"; "$@"; }
+# head_token sets $token to the expected-Head token for the next preflight,
+# read as a script reads it: with kubectl's jsonpath output.
+head_token() {
+  say "token=\$(kubectl-ql3 head -n $ns -o jsonpath='{.expectedHead}')"
+  token=$(kubectl-ql3 head -n "$ns" -o jsonpath='{.expectedHead}')
+  echo "$token"
+}
 
 echo "starting a local control plane (etcd, kube-apiserver, kube-controller-manager v1.37.2)..."
 (cd "$root" && go build -o "$work/devcluster" ./hack/devcluster)
@@ -47,7 +54,7 @@ run "$kubectl" create namespace "$ns"
 run kubectl-ql3 lock "$work/v3.0.0" --version 3.0.0
 run kubectl-ql3 render "$work/v3.0.0"
 run kubectl-ql3 head -n "$ns"
-token=$(kubectl-ql3 head -n "$ns" -o json | sed -n 's/.*"expectedHead": "\(.*\)".*/\1/p')
+head_token
 run kubectl-ql3 preflight "$work/v3.0.0" --transition install --expected-head "$token" --out "$work/install.json"
 run kubectl-ql3 apply --preflight "$work/install.json" --receipts-dir "$receipts"
 run kubectl-ql3 head -n "$ns"
@@ -55,13 +62,13 @@ run kubectl-ql3 head -n "$ns"
 for step in "v3.1.0 3.1.0" "v3.1.1 3.1.1"; do
   set -- $step
   run kubectl-ql3 lock "$work/$1" --version "$2"
-  token=$(kubectl-ql3 head -n "$ns" -o json | sed -n 's/.*"expectedHead": "\(.*\)".*/\1/p')
+  head_token
   run kubectl-ql3 preflight "$work/$1" --transition upgrade --expected-head "$token" --out "$work/upgrade-$2.json"
   run kubectl-ql3 apply --preflight "$work/upgrade-$2.json" --receipts-dir "$receipts"
 done
 
 # Roll back to the exact previous deployment, from its release directory.
-token=$(kubectl-ql3 head -n "$ns" -o json | sed -n 's/.*"expectedHead": "\(.*\)".*/\1/p')
+head_token
 run kubectl-ql3 rollback "$work/v3.1.0" --expected-head "$token" --out "$work/rollback.json" --receipts-dir "$receipts"
 run kubectl-ql3 head -n "$ns"
 
