@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // Verdicts.
@@ -351,16 +352,47 @@ func checkChain(rs []audited, base int64) ChainVerdict {
 		if c.PreviousDeployment == nil || *c.PreviousDeployment != p.Deployment {
 			failf("generation %d: previousDeployment is not generation %d's deployment", c.Generation, p.Generation)
 		}
-		if c.Transition.Kind == KindRollback {
+		// Objects compare by group, kind, namespace and name (canon.Key):
+		// moving an object to another apiVersion neither drops nor adds it.
+		switch c.Transition.Kind {
+		case KindUpgrade:
+			if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
+				failf("generation %d: upgrade drops %d object(s) of generation %d, and kubectl-ql3 never prunes: %s", c.Generation, len(dropped), p.Generation, identityList(dropped))
+			}
+		case KindRollback:
 			switch {
 			case p.PreviousDeployment == nil:
 				failf("generation %d: rollback, but generation %d has no previous deployment to roll back to", c.Generation, p.Generation)
 			case c.Deployment != *p.PreviousDeployment:
 				failf("generation %d: rollback, but its deployment is not generation %d's previous deployment", c.Generation, p.Generation)
 			}
+			if !canon.SameObjects(p.Inventory, c.Inventory) {
+				var diff []string
+				if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
+					diff = append(diff, "drops "+identityList(dropped))
+				}
+				if added := canon.Missing(c.Inventory, p.Inventory); len(added) > 0 {
+					diff = append(diff, "adds "+identityList(added))
+				}
+				failf("generation %d: rollback changes the objects of generation %d: it %s", c.Generation, p.Generation, strings.Join(diff, " and "))
+			}
 		}
 	}
 	return v
+}
+
+// identityList names the first few identities of ids.
+func identityList(ids []canon.Identity) string {
+	const max = 10
+	var parts []string
+	for i, id := range ids {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ids)-max))
+			break
+		}
+		parts = append(parts, id.String())
+	}
+	return strings.Join(parts, ", ")
 }
 
 func missing(from, to int64) string {

@@ -116,7 +116,7 @@ func TestValidation(t *testing.T) {
 		{"bad previous version", two().with(func(r *Receipt) { r.PreviousDeployment.Version = "01.0.0" }), `"previousDeployment.version"`},
 		{"upgrade not above previous", two().version("3.0.0"), `"deployment.version"`},
 		{"upgrade to a pre-release of the same version", two().version("3.0.0-rc.1"), `"deployment.version"`},
-		{"rollback changes inventory", following(rs[2], KindRollback, "").with(func(r *Receipt) { r.PreviousDeployment.InventoryDigest = td("i") }), `"deployment.inventoryDigest"`},
+		{"rollback changes inventory", following(rs[2], KindRollback, "").with(func(r *Receipt) { r.PreviousDeployment.InventoryCount++ }), `"deployment.inventoryCount"`},
 		{"head digest", newReceipt().with(func(r *Receipt) { r.Head.StateDigest = "sha256:" }), `"head.stateDigest"`},
 		{"cluster identity", newReceipt().with(func(r *Receipt) { r.Target.ClusterIdentity = "uid" }), `"target.clusterIdentity"`},
 		{"namespace", newReceipt().with(func(r *Receipt) { r.Target.Namespace = "Prod" }), `"target.namespace"`},
