@@ -25,11 +25,16 @@ func TestDigestsDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := map[string]string{}
-	files := map[string]string{}
+	files := map[string]string{}   // the first example: /example/<name>
+	numbers := map[string]string{} // the second: /numbers/<name>
 	for _, m := range docBlockRE.FindAllStringSubmatch(string(doc), -1) {
 		role, name, body := m[1], m[2], m[3]
 		if role == "file" {
-			files["/example/"+name] = body
+			if rest, ok := strings.CutPrefix(name, "numbers/"); ok {
+				numbers["/numbers/"+rest] = body
+			} else {
+				files["/example/"+name] = body
+			}
 			continue
 		}
 		if role != "lock" {
@@ -126,6 +131,59 @@ func TestDigestsDoc(t *testing.T) {
 	code := SecretValueDigest([]byte(in.Key), in.Namespace, in.Name, in.Field, in.DataKey, []byte(in.Value))
 	if manual != need("digest=secret-value") || code != manual {
 		t.Errorf("secret value digest: formula %s, code %s, doc %s", manual, code, need("digest=secret-value"))
+	}
+
+	// The second example: numbers and member names on which RFC 8785 and
+	// naive canonicalisers differ, rendered from its documented files.
+	if len(numbers) != 3 {
+		t.Fatalf("numbers example files: %d", len(numbers))
+	}
+	nr, err := Render(memFS(t, numbers), "/numbers", Options{})
+	if err != nil {
+		t.Fatalf("render the numbers example: %v", err)
+	}
+	var nobjs []map[string]any
+	for _, o := range nr.RedactedObjects() {
+		nobjs = append(nobjs, o.Object)
+	}
+	checkCanonical(t, "render", nobjs, need("canonical=numbers-render"), need("digest=numbers-render"))
+	if nr.RenderDigest != need("digest=numbers-render") {
+		t.Errorf("numbers: render digest %s, doc says %s", nr.RenderDigest, need("digest=numbers-render"))
+	}
+}
+
+// TestCanonicalRules checks each RFC 8785 rule docs/digests.md names, with
+// the values its prose quotes, on JSON text.
+func TestCanonicalRules(t *testing.T) {
+	for _, tc := range []struct{ name, in, want, wantErr string }{
+		{"integer above 2^53 becomes the nearest double", `[9007199254740993]`, `[9007199254740992]`, ""},
+		{"small exponent", `[1e-7]`, `[1e-7]`, ""},
+		{"1e-6 has no exponent", `[0.000001]`, `[0.000001]`, ""},
+		{"integral float", `[1.0]`, `[1]`, ""},
+		{"trailing zero", `[2.50]`, `[2.5]`, ""},
+		{"1e20 has no exponent", `[1e20]`, `[100000000000000000000]`, ""},
+		{"1e21 has one", `[1e21]`, `[1e+21]`, ""},
+		{"large exponent", `[1.5e300]`, `[1.5e+300]`, ""},
+		{"negative zero", `[-0]`, `[0]`, ""},
+		{"keys by UTF-16 code units", `{"ﬁ":1,"😀":2,"a":3}`, `{"a":3,"😀":2,"ﬁ":1}`, ""},
+		{"escapes", `["\u0008\u0009\u000a\u000c\u000d\u001f\"\\\/"]`, `["\b\t\n\f\r\u001f\"\\/"]`, ""},
+		{"no escape above U+001F", `["\u007f\u2028\u00e9"]`, "[\"\u007f\u2028é\"]", ""},
+		{"white space removed", "{ \"b\" : [ 1 , 2 ] ,\n \"a\" : null }", `{"a":null,"b":[1,2]}`, ""},
+		{"lone surrogate", `["\ud800"]`, "", "lone surrogate"},
+		{"NaN is not JSON", `[NaN]`, "", "invalid JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := CanonicalizeJSON([]byte(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %s, %v; want error %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Errorf("got %s, %v; want %s", got, err, tc.want)
+			}
+		})
 	}
 }
 
