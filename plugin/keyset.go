@@ -1,0 +1,387 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/qinglong/kubectl-ql3/formats/keyset"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+func newCmdKeyset(streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keyset",
+		Short: "Verify identity keyset files and plan key rotations offline",
+		Long: `An identity keyset is the file of reviewed public signing keys (JWKs) a
+package management host trusts, with a generation number and the append-only
+list of revoked key IDs. These commands work on files only and never contact a
+cluster. The format and its rules are in docs/keyset.md.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newCmdKeysetVerify(streams), newCmdKeysetPlanRotation(streams))
+	return cmd
+}
+
+// keysetRead are the flags every keyset command shares.
+type keysetRead struct {
+	maxBytes int64
+	output   string
+}
+
+func (r *keysetRead) add(f *pflag.FlagSet) {
+	f.Int64Var(&r.maxBytes, "max-bytes", keyset.DefaultMaxBytes, fmt.Sprintf("largest keyset or key file to read, in bytes (at most %d)", keyset.HardMaxBytes))
+	f.StringVarP(&r.output, "output", "o", "", "output format: json or yaml")
+}
+
+func (r *keysetRead) validate() error {
+	if r.maxBytes < 1 || r.maxBytes > keyset.HardMaxBytes {
+		return fail.Errorf(fail.Invalid, "--max-bytes %d: want 1 to %d", r.maxBytes, keyset.HardMaxBytes)
+	}
+	return validateOutput(r.output, "json", "yaml")
+}
+
+// read reads and parses the keyset at path (relative paths are taken from
+// the working directory); flag ("--current: ", or "") prefixes errors.
+func (r *keysetRead) read(flag, path string) (*keyset.Keyset, string, error) {
+	data, abs, err := r.readFile(flag, path)
+	if err != nil {
+		return nil, "", err
+	}
+	k, err := keyset.Parse(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s%s: %w", flag, abs, err)
+	}
+	return k, abs, nil
+}
+
+func (r *keysetRead) readFile(flag, path string) ([]byte, string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, "", fail.Errorf(fail.Invalid, "%s%s: %w", flag, path, err)
+	}
+	data, err := keyset.ReadFile(abs, r.maxBytes)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s%w", flag, err)
+	}
+	return data, abs, nil
+}
+
+// keysetReport describes one generation.
+type keysetReport struct {
+	File        string      `json:"file"`
+	Generation  int64       `json:"generation"`
+	Digest      string      `json:"digest"`
+	Keys        []keyReport `json:"keys"`
+	RevokedKids []string    `json:"revokedKids"`
+}
+
+type keyReport struct {
+	Kid string `json:"kid"`
+	Alg string `json:"alg"`
+	Kty string `json:"kty"`
+	Crv string `json:"crv,omitempty"`
+}
+
+func newKeysetReport(file string, k *keyset.Keyset) (keysetReport, error) {
+	d, err := k.Digest()
+	if err != nil {
+		return keysetReport{}, err
+	}
+	rep := keysetReport{File: file, Generation: k.Generation, Digest: d, RevokedKids: k.RevokedKids}
+	for _, j := range k.Keys {
+		rep.Keys = append(rep.Keys, keyReport{Kid: j.Kid, Alg: j.Alg, Kty: j.Kty, Crv: j.Crv})
+	}
+	if rep.RevokedKids == nil {
+		rep.RevokedKids = []string{}
+	}
+	return rep, nil
+}
+
+type keysetVerifyOptions struct {
+	streams  genericiooptions.IOStreams
+	read     keysetRead
+	file     string
+	previous string
+}
+
+// keysetVerifyReport is verify's result.
+type keysetVerifyReport struct {
+	Keyset   keysetReport  `json:"keyset"`
+	Previous *keysetReport `json:"previous,omitempty"`
+}
+
+func newCmdKeysetVerify(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &keysetVerifyOptions{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "verify FILE",
+		Short: "Verify a keyset file, and that it may follow --previous",
+		Long: `Verify one keyset generation: the file is read safely (a regular file, not a
+symbolic link, not group or world writable, unchanged while read, at most
+--max-bytes) and must be strict UTF-8 JSON of the exact keyset shape with 1 to
+8 valid public keys and at most 64 revoked key IDs.
+
+With --previous, FILE must also be a valid successor of that generation: the
+generation never decreases, the same generation never changes digest,
+revocations only append, and an active key leaves only by being revoked.
+
+Exit codes: 2 the file is invalid, 3 it conflicts with --previous, 4 a file
+changed while being read (read again). The rules are in docs/keyset.md.`,
+		Example: `  kubectl ql3 keyset verify ./keyset-8.json
+  kubectl ql3 keyset verify ./keyset-9.json --previous ./keyset-8.json -o json`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.file = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run()
+		},
+	}
+	o.read.add(cmd.Flags())
+	cmd.Flags().StringVar(&o.previous, "previous", "", "the generation published before `FILE`; check that FILE may follow it")
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *keysetVerifyOptions) Validate() error { return o.read.validate() }
+
+func (o *keysetVerifyOptions) Run() error {
+	next, abs, err := o.read.read("", o.file)
+	if err != nil {
+		return err
+	}
+	rep := keysetVerifyReport{}
+	if rep.Keyset, err = newKeysetReport(abs, next); err != nil {
+		return err
+	}
+	if o.previous != "" {
+		prev, prevAbs, err := o.read.read("--previous: ", o.previous)
+		if err != nil {
+			return err
+		}
+		p, err := newKeysetReport(prevAbs, prev)
+		if err != nil {
+			return err
+		}
+		rep.Previous = &p
+		if err := keyset.CheckSuccessor(prev, next); err != nil {
+			return fmt.Errorf("%s after --previous %s: %w", abs, prevAbs, err)
+		}
+	}
+	if o.read.output != "" {
+		return printObject(o.streams.Out, o.read.output, rep)
+	}
+	return printKeysetVerify(o.streams.Out, rep)
+}
+
+func printKeysetVerify(out io.Writer, rep keysetVerifyReport) error {
+	k := rep.Keyset
+	fmt.Fprintf(out, "%s: valid keyset, generation %d, digest %s\n", k.File, k.Generation, k.Digest)
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "KID\tALG\tKTY\tCRV")
+	for _, j := range k.Keys {
+		crv := j.Crv
+		if crv == "" {
+			crv = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", j.Kid, j.Alg, j.Kty, crv)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	revoked := "none"
+	if len(k.RevokedKids) > 0 {
+		revoked = strings.Join(k.RevokedKids, ", ")
+	}
+	fmt.Fprintf(out, "revoked: %s\n", revoked)
+	if p := rep.Previous; p != nil {
+		fmt.Fprintf(out, "may follow %s (generation %d, digest %s)\n", p.File, p.Generation, p.Digest)
+	}
+	return nil
+}
+
+type keysetPlanOptions struct {
+	streams genericiooptions.IOStreams
+	read    keysetRead
+	current string
+	add     string
+	revoke  []string
+	outDir  string
+}
+
+// keysetPlanReport is plan-rotation's result: the files written and the
+// order in which they may be published.
+type keysetPlanReport struct {
+	Current   keysetReport `json:"current"`
+	Overlap   keysetReport `json:"overlap"`
+	Revoking  keysetReport `json:"revoking"`
+	Revoked   []string     `json:"revoked"`
+	Procedure []string     `json:"procedure"`
+}
+
+func newCmdKeysetPlanRotation(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &keysetPlanOptions{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "plan-rotation --current FILE --add JWK",
+		Short: "Write the two generations of a key rotation: overlap, then revoke",
+		Long: `Plan replacing the keys of the --current generation by the public key in the
+--add file (one JWK object). Two new files are written next to --current (or
+in --out-dir), never replacing an existing file:
+
+  keyset-<N+1>.json  the overlap generation: the current keys plus the new one
+  keyset-<N+2>.json  the revoking generation: the old keys removed and revoked
+
+Publish the overlap generation first. Publish the revoking generation only
+after every replica has observed the overlap generation: a replica that has
+not yet seen the new key would reject everything signed with it. A revoked key
+is revoked cluster-wide only once every replica has observed the revoking
+generation. --revoke limits the revocation to the named keys.`,
+		Example: `  kubectl ql3 keyset plan-rotation --current ./keyset-7.json --add ./new-key.jwk.json
+  kubectl ql3 keyset plan-rotation --current ./keyset-7.json --add ./new.jwk.json --revoke old-1 --out-dir ./next`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run()
+		},
+	}
+	f := cmd.Flags()
+	o.read.add(f)
+	f.StringVar(&o.current, "current", "", "the keyset `FILE` published now")
+	f.StringVar(&o.add, "add", "", "`FILE` holding the new public key, one JWK object")
+	f.StringArrayVar(&o.revoke, "revoke", nil, "key ID of a current key to revoke (repeatable; default: every current key)")
+	f.StringVar(&o.outDir, "out-dir", "", "directory for the two new files (default: the directory of --current)")
+	_ = cmd.MarkFlagRequired("current")
+	_ = cmd.MarkFlagRequired("add")
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *keysetPlanOptions) Validate() error {
+	if o.current == "" || o.add == "" {
+		return fail.Errorf(fail.Invalid, "--current and --add are required")
+	}
+	return o.read.validate()
+}
+
+func (o *keysetPlanOptions) Run() error {
+	cur, curAbs, err := o.read.read("--current: ", o.current)
+	if err != nil {
+		return err
+	}
+	data, addAbs, err := o.read.readFile("--add: ", o.add)
+	if err != nil {
+		return err
+	}
+	key, err := keyset.ParseJWK(data)
+	if err != nil {
+		return fmt.Errorf("--add: %s: %w", addAbs, err)
+	}
+	plan, err := keyset.PlanRotation(cur, key, o.revoke)
+	if err != nil {
+		return err
+	}
+	dir := o.outDir
+	if dir == "" {
+		dir = filepath.Dir(curAbs)
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return fail.Errorf(fail.Invalid, "--out-dir: %w", err)
+	}
+	overlapFile := filepath.Join(dir, fmt.Sprintf("keyset-%d.json", plan.Overlap.Generation))
+	revokingFile := filepath.Join(dir, fmt.Sprintf("keyset-%d.json", plan.Revoking.Generation))
+	if err := writeNewFiles([]string{overlapFile, revokingFile}, []*keyset.Keyset{plan.Overlap, plan.Revoking}); err != nil {
+		return err
+	}
+	rep := keysetPlanReport{Revoked: plan.Revoked}
+	for _, r := range []struct {
+		into *keysetReport
+		file string
+		k    *keyset.Keyset
+	}{{&rep.Current, curAbs, cur}, {&rep.Overlap, overlapFile, plan.Overlap}, {&rep.Revoking, revokingFile, plan.Revoking}} {
+		if *r.into, err = newKeysetReport(r.file, r.k); err != nil {
+			return err
+		}
+	}
+	rep.Procedure = []string{
+		fmt.Sprintf("publish %s (generation %d, digest %s)", overlapFile, rep.Overlap.Generation, rep.Overlap.Digest),
+		fmt.Sprintf("wait until every replica has observed generation %d; until then do not sign with key %q", rep.Overlap.Generation, key.Kid),
+		fmt.Sprintf("only then publish %s (generation %d, digest %s), which revokes %s", revokingFile, rep.Revoking.Generation, rep.Revoking.Digest, strings.Join(plan.Revoked, ", ")),
+		fmt.Sprintf("the revoked keys are revoked cluster-wide only once every replica has observed generation %d", rep.Revoking.Generation),
+	}
+	if o.read.output != "" {
+		return printObject(o.streams.Out, o.read.output, rep)
+	}
+	fmt.Fprintf(o.streams.Out, "wrote %s: generation %d, the overlap (keys %s)\n", overlapFile, rep.Overlap.Generation, kidList(rep.Overlap))
+	fmt.Fprintf(o.streams.Out, "wrote %s: generation %d, revokes %s (keys %s)\n", revokingFile, rep.Revoking.Generation, strings.Join(plan.Revoked, ", "), kidList(rep.Revoking))
+	fmt.Fprintln(o.streams.Out, "next:")
+	for i, step := range rep.Procedure {
+		fmt.Fprintf(o.streams.Out, "  %d. %s\n", i+1, step)
+	}
+	return nil
+}
+
+func kidList(r keysetReport) string {
+	kids := make([]string, len(r.Keys))
+	for i, k := range r.Keys {
+		kids[i] = k.Kid
+	}
+	return strings.Join(kids, ", ")
+}
+
+// writeNewFiles creates every file with O_EXCL (never replacing one),
+// mode 0644; if any cannot be written, the ones written are removed.
+func writeNewFiles(paths []string, sets []*keyset.Keyset) error {
+	var written []string
+	undo := func() {
+		for _, p := range written {
+			_ = os.Remove(p)
+		}
+	}
+	for i, p := range paths {
+		data, err := sets[i].Encode()
+		if err != nil {
+			undo()
+			return err
+		}
+		if err := writeNew(p, data); err != nil {
+			undo()
+			return err
+		}
+		written = append(written, p)
+	}
+	return nil
+}
+
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return fail.Errorf(fail.Invalid, "%s already exists: plan-rotation never replaces a file; move it away or choose another --out-dir", path)
+	}
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "write %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return fail.Errorf(fail.Unavailable, "write %s: %w", path, err)
+	}
+	return nil
+}
