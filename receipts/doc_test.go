@@ -61,6 +61,23 @@ func TestDocExample(t *testing.T) {
 		t.Errorf("receipt digest %q, doc says %q", got, ex["self-digest"])
 	}
 
+	// The members a receipt copies from its Head that are functions of
+	// other members (docs/receipts.md §2.4): the deployment digest is
+	// docs/head.md's formula over the receipt's own fields, and both
+	// identity steps are the identity transcript of target.clusterIdentity.
+	view := map[string]any{
+		"generation": r.Generation, "transition": r.Transition, "current": r.Deployment,
+		"previous": r.PreviousDeployment, "target": r.Target, "tool": r.Tool,
+		"previousReceiptDigest": r.PreviousReceiptDigest,
+	}
+	if got, err := canon.DigestOf(canon.DomainDeployment, view); err != nil || got != r.Head.DeploymentDigest {
+		t.Errorf("head.deploymentDigest %q, but the formula over the receipt gives %q (%v)", r.Head.DeploymentDigest, got, err)
+	}
+	identity := map[string]any{"step": "identity", "record": map[string]string{"clusterIdentity": r.Target.ClusterIdentity}}
+	if got, err := canon.DigestOf(canon.DomainTranscript, identity); err != nil || got != r.Steps.Identity || got != r.Steps.FinalIdentity {
+		t.Errorf("steps.identity %q, steps.finalIdentity %q, but the identity transcript of the target is %q (%v)", r.Steps.Identity, r.Steps.FinalIdentity, got, err)
+	}
+
 	seed, err := hex.DecodeString(ex["signing-seed"])
 	if err != nil {
 		t.Fatal(err)
