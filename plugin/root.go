@@ -49,6 +49,7 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		newCmdRollback(flags, streams),
 		newCmdRBAC(flags, streams),
 		newCmdReceipt(streams),
+		newCmdOperation(streams),
 		newCmdKeyset(streams),
 	)
 	classifyUsageErrors(root)
