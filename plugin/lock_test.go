@@ -167,6 +167,11 @@ func TestLockBadInput(t *testing.T) {
 			edit(t, filepath.Join(dir, "kustomization.yaml"), "- widget.yaml\n", "- widget.yaml\n- hpa.yaml\n")
 			return dir
 		}, nil, []string{`objects "autoscaling/v1/HorizontalPodAutoscaler/ql3-demo/ql3-worker" and "autoscaling/v2/HorizontalPodAutoscaler/ql3-demo/ql3-worker" are the same object`}},
+		{"head configmap", func(t *testing.T, dir string) string {
+			write(t, filepath.Join(dir, "head.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: qinglong3-deployment-head\ndata: {head.json: '{}'}\n")
+			edit(t, filepath.Join(dir, "kustomization.yaml"), "- widget.yaml\n", "- widget.yaml\n- head.yaml\n")
+			return dir
+		}, nil, []string{`object "v1/ConfigMap/ql3-demo/qinglong3-deployment-head" (in ["head.yaml"]): the name "qinglong3-deployment-head" is reserved for the Head, in every namespace`}},
 		{"missing role", func(t *testing.T, dir string) string {
 			edit(t, filepath.Join(dir, "control-ai.yaml"), "qinglong.io/role: control-ai", "qinglong.io/role: worker")
 			return dir
