@@ -97,7 +97,7 @@ func Write(dir string, spec Spec) (*Stage, error) {
 		spec.Lock = []byte(`{"package":"weather-tools","version":"1.2.3"}`)
 	}
 	if spec.Bundle == nil {
-		spec.Bundle = []byte("bundle bytes: not interpreted, only hashed\n")
+		spec.Bundle = []byte("bundle bytes: not interpreted, only hashed")
 	}
 	if spec.Signer == nil {
 		spec.Signer = Key(1)
