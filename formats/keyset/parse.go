@@ -20,7 +20,7 @@ var topMembers = []string{"generation", "keys", "revokedKids"}
 // array, key); one more lets an unknown array member such as x5c be named.
 const maxDepth = 4
 
-var generationRE = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
+var generationRE = regexp.MustCompile(`^[1-9][0-9]*$`)
 
 // Parse reads one keyset generation from the bytes of a keyset file and
 // validates it (docs/keyset.md): at most HardMaxBytes of strict UTF-8 JSON,

@@ -44,6 +44,9 @@ func TestParseRules(t *testing.T) {
 		{name: "too deep", text: `{"keys":[[{"a":[]}]]}`, wantErr: "nested deeper"},
 		{name: "over the hard cap", text: `{"generation":1,"keys":[],"revokedKids":[]}` + strings.Repeat(" ", HardMaxBytes), wantErr: "hard cap"},
 		{name: "duplicate top member", text: `{"generation":1,"generation":2,"keys":[],"revokedKids":[]}`, wantErr: `member "generation" appears twice`},
+		{name: "duplicate member spelled with an escape", text: `{"generation":1,"gener\u0061tion":2,"keys":[],"revokedKids":[]}`, wantErr: `member "generation" appears twice`},
+		{name: "generation of 20 digits", text: `{"generation":12345678901234567890,"keys":[],"revokedKids":[]}`, wantErr: "generation: 12345678901234567890 is larger than"},
+		{name: "lone surrogate in a kid", text: fmt.Sprintf(`{"generation":1,"keys":[{"kty":"OKP","kid":"a","alg":"EdDSA","crv":"Ed25519","x":%q}],"revokedKids":["b\ud800"]}`, edKey("a", 1).X), wantErr: "revokedKids[0]: key ID"},
 		{name: "duplicate jwk member", text: fmt.Sprintf(`{"generation":1,"keys":[{"kty":"OKP","kid":"a","kid":"b","alg":"EdDSA","crv":"Ed25519","x":%q}],"revokedKids":[]}`, edKey("a", 1).X), wantErr: `member "kid" appears twice`},
 
 		// document shape
