@@ -2,6 +2,7 @@ package keyset
 
 import (
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"encoding/base64"
 	"math/big"
@@ -82,8 +83,8 @@ func (j JWK) Validate(field string) error {
 		if err != nil {
 			return err
 		}
-		if len(x) != 32 {
-			return invalidf("%s.x: %d bytes; an Ed25519 public key is 32", field, len(x))
+		if len(x) != ed25519.PublicKeySize {
+			return invalidf("%s.x: %d bytes; an Ed25519 public key is %d", field, len(x), ed25519.PublicKeySize)
 		}
 	case KtyEC:
 		if j.Crv != CrvP256 {
