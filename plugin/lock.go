@@ -70,6 +70,16 @@ func restMapper(flags *genericclioptions.ConfigFlags) (meta.RESTMapper, error) {
 	return m, nil
 }
 
+// LockReport is what `kubectl ql3 lock -o …` and `kubectl ql3 lock verify
+// -o …` print: the lock file, its digest (docs/digests.md) and the lock.
+type LockReport struct {
+	Path string `json:"path"`
+	// State is lock's outcome: "wrote" or "unchanged"; lock verify: "verified".
+	State  string          `json:"state"`
+	Digest string          `json:"digest"`
+	Lock   *inventory.Lock `json:"lock"`
+}
+
 type lockOptions struct {
 	flags           *genericclioptions.ConfigFlags
 	streams         genericiooptions.IOStreams
@@ -78,6 +88,7 @@ type lockOptions struct {
 	version         string
 	clusterIdentity string
 	update          bool
+	output          string
 
 	// Resolved by Complete.
 	opts     inventory.Options
@@ -100,10 +111,14 @@ RESTMapper also decides each kind's scope, unless --cluster-identity is given
 unless --context is given too).
 
 An existing lock is never replaced unless --update is given; an existing lock
-identical to the new one is left as it is.`,
+identical to the new one is left as it is.
+
+The lock is printed as written; with -o, the path, state, digest and lock
+are printed instead (-o name: the lock file's path).`,
 		Example: `  kubectl ql3 lock releases/3.0.0 --version 3.0.0 --context prod
   kubectl ql3 lock releases/3.0.0 --version 3.0.0 --update
   kubectl ql3 lock releases/3.0.0 --version 3.0.0 --cluster-identity sha256:…
+  kubectl ql3 lock releases/3.0.0 --version 3.0.0 -o jsonpath='{.digest}'
   kubectl ql3 lock verify releases/3.0.0`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -121,6 +136,8 @@ identical to the new one is left as it is.`,
 	cmd.Flags().StringVar(&o.clusterIdentity, "cluster-identity", "", "the target's cluster identity `DIGEST` (sha256:…, see kubectl ql3 version); do not contact a cluster for it")
 	cmd.Flags().BoolVar(&o.update, "update", false, "replace an existing lock")
 	o.secrets.add(cmd.Flags())
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage()+" (default: the lock as written)")
+	registerOutputCompletion(cmd)
 	cmd.AddCommand(newCmdLockVerify(flags, streams))
 	return cmd
 }
@@ -133,6 +150,9 @@ func (o *lockOptions) Validate() error {
 		return fail.Errorf(fail.Invalid, "--version %q is not strict SemVer 2.0.0 (MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD], no leading \"v\")", o.version)
 	case o.clusterIdentity != "" && !inventory.IsDigest(o.clusterIdentity):
 		return fail.Errorf(fail.Invalid, "--cluster-identity %q is not a digest (sha256: and 64 lowercase hex digits)", o.clusterIdentity)
+	}
+	if err := validateOutput(o.output); err != nil {
+		return err
 	}
 	return o.secrets.validate()
 }
@@ -192,12 +212,17 @@ func (o *lockOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := o.streams.Out.Write(data); err != nil {
-		return err
-	}
 	what := "wrote"
 	if !wrote {
 		what = "unchanged"
+	}
+	if o.output != "" {
+		err = printObject(o.streams.Out, o.output, LockReport{Path: path, State: what, Digest: digest, Lock: lock})
+	} else {
+		_, err = o.streams.Out.Write(data)
+	}
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(o.streams.ErrOut, "%s %s: release %s, %d objects, namespace %s, lock %s\n", what, path, lock.Release.Version, lock.Render.Count, lock.Target.Namespace, digest)
 	return nil
@@ -274,6 +299,7 @@ type lockVerifyOptions struct {
 	streams genericiooptions.IOStreams
 	secrets secretFlags
 	dir     string
+	output  string
 	opts    inventory.Options
 }
 
@@ -289,12 +315,18 @@ Every difference is reported, field by field, and the exit status is 2
 (invalid) if there is any.
 
 Offline: kinds resolve through a built-in table and the release's CRDs unless
---context is given. The target's cluster identity is checked by preflight.`,
+--context is given. The target's cluster identity is checked by preflight.
+With -o, a verified lock's path, digest and content are printed (-o name:
+the lock file's path).`,
 		Example: `  kubectl ql3 lock verify releases/3.0.0
+  kubectl ql3 lock verify releases/3.0.0 -o jsonpath='{.digest}'
   kubectl ql3 lock verify releases/3.0.0 --allow-secret-data --secret-digest-key-file ~/.ql3/key`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
+			if err := validateOutput(o.output); err != nil {
+				return err
+			}
 			if err := o.secrets.validate(); err != nil {
 				return err
 			}
@@ -309,6 +341,8 @@ Offline: kinds resolve through a built-in table and the release's CRDs unless
 		},
 	}
 	o.secrets.add(cmd.Flags())
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage())
+	registerOutputCompletion(cmd)
 	return cmd
 }
 
@@ -323,6 +357,9 @@ func (o *lockVerifyOptions) Run() error {
 	digest, err := lock.Digest()
 	if err != nil {
 		return err
+	}
+	if o.output != "" {
+		return printObject(o.streams.Out, o.output, LockReport{Path: filepath.Join(o.dir, inventory.LockFile), State: "verified", Digest: digest, Lock: lock})
 	}
 	covered := ""
 	if !lock.Render.SecretValuesCovered {

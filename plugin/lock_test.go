@@ -2,12 +2,15 @@ package plugin_test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/plugin"
 )
 
 // fixedIdentity is the cluster identity the golden locks are written for.
@@ -343,4 +346,46 @@ func TestLockSecrets(t *testing.T) {
 	if !strings.Contains(out, "(Secret values redacted, not bound)") {
 		t.Errorf("verify stdout %q", out)
 	}
+}
+
+// lock and lock verify print a LockReport with -o: the template formats
+// see its fields, -o name the lock file's path.
+func TestLockOutput(t *testing.T) {
+	dir := copyRelease(t, "v3.0.0")
+	lockPath := filepath.Join(dir, inventory.LockFile)
+	if err := os.Remove(lockPath); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	out, stderr := runOK(t, "lock", dir, "--version", "3.0.0", "--cluster-identity", fixedIdentity, "-o", "name")
+	if out != lockPath+"\n" || !strings.HasPrefix(stderr, "wrote "+lockPath) {
+		t.Fatalf("lock -o name: stdout %q, stderr %q; want the lock path, and wrote on stderr", out, stderr)
+	}
+	digest := regexp.MustCompile(`lock (sha256:[0-9a-f]{64})\n$`).FindStringSubmatch(stderr)
+	if digest == nil {
+		t.Fatalf("no lock digest in %q", stderr)
+	}
+	if out, _ := runOK(t, "lock", dir, "--version", "3.0.0", "--cluster-identity", fixedIdentity, "-o", "jsonpath={.state} {.digest}"); out != "unchanged "+digest[1] {
+		t.Errorf("relock -o jsonpath = %q, want %q", out, "unchanged "+digest[1])
+	}
+	if out, _ := runOK(t, "lock", "verify", dir, "-o", "go-template={{.digest}}"); out != digest[1] {
+		t.Errorf("lock verify -o go-template={{.digest}} = %q, want %q", out, digest[1])
+	}
+	out, _ = runOK(t, "lock", "verify", dir, "-o", "json")
+	var rep plugin.LockReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Path != lockPath || rep.State != "verified" || rep.Digest != digest[1] || rep.Lock == nil || rep.Lock.Release.Version != "3.0.0" || rep.Lock.Target.ClusterIdentity != fixedIdentity {
+		t.Errorf("lock verify -o json = %+v", rep)
+	}
+	if out, _ := runOK(t, "lock", "verify", dir, "-o", "name"); out != lockPath+"\n" {
+		t.Errorf("lock verify -o name = %q", out)
+	}
+	// A bad -o is refused before anything is written.
+	other := copyRelease(t, "v3.1.0")
+	_ = os.Remove(filepath.Join(other, inventory.LockFile))
+	if _, stderr, code := run(t, nil, "lock", other, "--version", "3.1.0", "--cluster-identity", fixedIdentity, "-o", "wide"); code != 2 || !strings.Contains(stderr, `--output "wide" is not supported`) {
+		t.Errorf("lock -o wide: exit %d, stderr %q", code, stderr)
+	}
+	noLockWritten(t, other)
 }

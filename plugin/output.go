@@ -158,6 +158,7 @@ func toUnstructured(v any) (*unstructured.Unstructured, error) {
 //   - apply, resume, rollback: the receipt's path (nothing if there is no
 //     receipt, as for a superseded apply);
 //   - receipt audit: each audited receipt file;
+//   - lock, lock verify: the lock file's path;
 //   - render (with or without --inventory) and rbac: each object as
 //     kind[.group]/name, as kubectl -o name prints it.
 func printNames(w io.Writer, v any) error {
@@ -172,6 +173,8 @@ func printNames(w io.Writer, v any) error {
 		lines = []string{r.Path}
 	case *ceremony.ApplyResult:
 		lines = []string{r.Receipt}
+	case LockReport:
+		lines = []string{r.Path}
 	case *receipts.Report:
 		for _, row := range r.Receipts {
 			lines = append(lines, row.File)

@@ -161,6 +161,7 @@ func TestPrintNames(t *testing.T) {
 		{"preflight record", &ceremony.PreflightResult{Path: "/w/pf.json"}, "/w/pf.json\n"},
 		{"apply receipt", &ceremony.ApplyResult{Receipt: "/w/receipts/000001-install-3.0.0.receipt.json"}, "/w/receipts/000001-install-3.0.0.receipt.json\n"},
 		{"superseded apply without receipt", &ceremony.ApplyResult{Outcome: "superseded"}, ""},
+		{"lock file", LockReport{Path: "rel/ql3.lock.yaml", State: "verified"}, "rel/ql3.lock.yaml\n"},
 		{"receipt audit files", &receipts.Report{Receipts: []receipts.ReceiptVerdict{{File: "r/1.receipt.json"}, {File: "r/2.receipt.json"}}}, "r/1.receipt.json\nr/2.receipt.json\n"},
 		{"inventory", InventoryReport{Render: inventory.LockRender{Inventory: []inventory.Identity{
 			{APIVersion: "v1", Kind: "Namespace", Name: "a"},
