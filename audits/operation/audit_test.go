@@ -202,3 +202,73 @@ func TestRepoBadKustomization(t *testing.T) {
 		t.Fatalf("err = %v, want invalid naming other/kustomization.yaml", err)
 	}
 }
+
+// inMemory writes files into an in-memory file system.
+func inMemory(t *testing.T, files map[string]string) filesys.FileSystem {
+	t.Helper()
+	fsys := filesys.MakeFsInMemory()
+	for p, s := range files {
+		if err := fsys.WriteFile(p, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fsys
+}
+
+// Without a Deployment, only the deployment rule has something to say.
+func TestNoDeployment(t *testing.T) {
+	fsys := inMemory(t, map[string]string{
+		"/op/kustomization.yaml": "resources: [cm.yaml]\n",
+		"/op/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: b}\n",
+	})
+	r, err := Audit(fsys, "/op", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Findings) != 1 || r.Findings[0].Rule != "deployment" || r.Shape != Unknown {
+		t.Fatalf("shape %q, findings %+v: want one deployment finding, shape unknown", r.Shape, r.Findings)
+	}
+}
+
+// A bare Deployment violates nearly every rule; each finding names its
+// field, and the unset replica count is the development shape.
+func TestBareDeployment(t *testing.T) {
+	fsys := inMemory(t, map[string]string{
+		"/op/kustomization.yaml": "namespace: ns\nresources: [d.yaml]\n",
+		"/op/d.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: m}
+spec:
+  selector: {matchLabels: {app: m}}
+  template:
+    metadata: {labels: {app: m}}
+    spec:
+      containers:
+        - name: management
+          image: registry.example.com/admin:1
+`,
+	})
+	r, err := Audit(fsys, "/op", Options{Mode: Deployable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Shape != Development {
+		t.Errorf("shape %q, want %q", r.Shape, Development)
+	}
+	fired := map[string]bool{}
+	for _, f := range r.Findings {
+		fired[f.Rule] = true
+		if f.Object == nil || f.Path == "" {
+			t.Errorf("finding %+v lacks its object or path", f)
+		}
+	}
+	quiet := []string{"deployment", "anti-affinity", "pdb-min-available", "rbac", "limits", "quotas", "credentials", "kubernetes-token", "admin-image-placeholder", "example-in-kustomization"}
+	for _, ru := range Rules() {
+		if ru.NeedsRepo {
+			continue
+		}
+		if want := !slices.Contains(quiet, ru.Name); fired[ru.Name] != want {
+			t.Errorf("rule %q fired %t, want %t", ru.Name, fired[ru.Name], want)
+		}
+	}
+}

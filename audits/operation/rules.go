@@ -107,11 +107,12 @@ func checkReplicas(s *subject) []Finding {
 		return nil
 	}
 	r := s.dep.Spec.Replicas
+	const dev = ": a single-replica development shape, not production HA evidence"
 	switch {
 	case r == nil:
-		return []Finding{at(s.depU, "spec.replicas", "2", "<unset> (1)")}
+		return []Finding{at(s.depU, "spec.replicas", "2", "<unset> (1)"+dev)}
 	case *r == 1:
-		return []Finding{at(s.depU, "spec.replicas", "2", "1: a single-replica development shape, not production HA evidence")}
+		return []Finding{at(s.depU, "spec.replicas", "2", "1"+dev)}
 	case *r != 2:
 		return []Finding{at(s.depU, "spec.replicas", "2", fmt.Sprint(*r))}
 	}

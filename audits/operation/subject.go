@@ -81,8 +81,8 @@ func (s *subject) shape() Shape {
 	switch {
 	case s.dep == nil:
 		return Unknown
-	case s.dep.Spec.Replicas != nil && *s.dep.Spec.Replicas == 1:
-		return Development
+	case s.dep.Spec.Replicas == nil || *s.dep.Spec.Replicas == 1:
+		return Development // unset means one replica
 	}
 	return Production
 }
