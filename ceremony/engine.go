@@ -119,7 +119,10 @@ func transcriptDigest(step string, v any) (string, error) {
 }
 
 // readHead reads and validates the Head. A missing Head is (nil, nil, nil).
-func (o *Options) readHead(ctx context.Context, ns string) (*Head, *cmRef, error) {
+// A Head whose target names another cluster than cluster (the identity
+// read from the cluster it came from) is tamper: a Head copied from
+// another cluster, digests intact, is never taken as this one's.
+func (o *Options) readHead(ctx context.Context, ns, cluster string) (*Head, *cmRef, error) {
 	cm, present, err := cas.Read(ctx, o.Cluster.Heads(ns), HeadName, headWhat(ns))
 	if err != nil || !present {
 		return nil, nil, err
@@ -127,6 +130,9 @@ func (o *Options) readHead(ctx context.Context, ns string) (*Head, *cmRef, error
 	h, err := ParseHeadConfigMap(cm)
 	if err != nil {
 		return nil, nil, err
+	}
+	if h.Target.ClusterIdentity != cluster {
+		return nil, nil, fail.Errorf(fail.Tamper, "head %s/%s: target.clusterIdentity %s names another cluster than the one it was read from (%s): a Head copied between clusters is never trusted; investigate", ns, HeadName, h.Target.ClusterIdentity, cluster)
 	}
 	return h, &cmRef{resourceVersion: cm.ResourceVersion}, nil
 }
@@ -173,9 +179,14 @@ func (o *Options) receiptsDir(releaseDir string) string {
 	return filepath.Join(releaseDir, "receipts")
 }
 
-// ReadHead reads and validates the Head in namespace ns (nil if absent).
+// ReadHead reads and validates the Head in namespace ns (nil if absent),
+// including that it names the cluster it was read from.
 func ReadHead(ctx context.Context, c Cluster, ns string) (*Head, error) {
 	o := Options{Cluster: c}
-	h, _, err := o.readHead(ctx, ns)
+	id, err := ReadClusterIdentity(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	h, _, err := o.readHead(ctx, ns, id)
 	return h, err
 }

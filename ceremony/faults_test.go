@@ -172,6 +172,23 @@ func TestHeadTamperClasses(t *testing.T) {
 		{"oversize", func(cm *corev1.ConfigMap) {
 			cm.Data[ceremony.HeadKey] = headJSON + strings.Repeat(" ", ceremony.HeadMaxBytes)
 		}},
+		// A Head of another cluster, every digest recomputed: only the
+		// comparison with the cluster it was read from catches it.
+		{"another cluster's Head, resealed", func(cm *corev1.ConfigMap) {
+			h, err := ceremony.ParseHeadConfigMap(original)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Target.ClusterIdentity = "sha256:" + strings.Repeat("b", 64)
+			if err := h.Seal(); err != nil {
+				t.Fatal(err)
+			}
+			other, err := h.ConfigMap(ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm.Data, cm.Annotations, cm.Labels = other.Data, other.Annotations, other.Labels
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

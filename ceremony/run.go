@@ -60,7 +60,7 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 		return nil, err
 	}
 	o.say("preflight: cluster identity %s matches", tgt.ClusterIdentity)
-	head, _, err := o.readHead(ctx, tgt.Namespace)
+	head, _, err := o.readHead(ctx, tgt.Namespace, tgt.ClusterIdentity)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	if _, err := o.identityStep(ctx, tgt.ClusterIdentity); err != nil {
 		return nil, err
 	}
-	head, ref, err := o.readHead(ctx, ns)
+	head, ref, err := o.readHead(ctx, ns, tgt.ClusterIdentity)
 	if err != nil {
 		return nil, err
 	}
