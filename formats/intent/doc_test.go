@@ -146,7 +146,9 @@ func TestPackagePointerDoc(t *testing.T) {
 		t.Errorf("target digest by hand %s, doc says %s", td, need("digest=target"))
 	}
 	tb, _ := hex.DecodeString(strings.TrimPrefix(td, "sha256:"))
-	enc := func(b []byte) string { return strings.ToLower(strings.TrimRight(base32.StdEncoding.EncodeToString(b), "=")) }
+	enc := func(b []byte) string {
+		return strings.ToLower(strings.TrimRight(base32.StdEncoding.EncodeToString(b), "="))
+	}
 	if name := "ql3p-" + enc(tb[:26]); name != need("name=pointer") {
 		t.Errorf("name by hand %s, doc says %s", name, need("name=pointer"))
 	}

@@ -295,3 +295,27 @@ func TestActive(t *testing.T) {
 		})
 	}
 }
+
+func TestCompareEvidence(t *testing.T) {
+	in := valid()
+	if err := CompareEvidence(in, in.Evidence()); err != nil {
+		t.Fatalf("own evidence: %v", err)
+	}
+	for _, tc := range []struct {
+		field string
+		edit  func(*StageEvidence)
+	}{
+		{"lockDigest", func(e *StageEvidence) { e.LockDigest = d("x") }},
+		{"stageReference", func(e *StageEvidence) { e.StageReference = "other/p@" + d("m") }},
+		{"stageReceiptDigest", func(e *StageEvidence) { e.StageReceiptDigest = d("x") }},
+		{"adapterEvidenceDigest", func(e *StageEvidence) { e.AdapterEvidenceDigest = d("x") }},
+		{"contentDigest", func(e *StageEvidence) { e.ContentDigest = "" }},
+	} {
+		ev := in.Evidence()
+		tc.edit(&ev)
+		err := CompareEvidence(in, ev)
+		if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), tc.field+": intent ") || strings.Count(err.Error(), ": intent ") != 1 {
+			t.Errorf("%s differs: %v, want one conflict naming it", tc.field, err)
+		}
+	}
+}

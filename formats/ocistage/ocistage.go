@@ -51,13 +51,10 @@ const (
 
 // Evidence is what a stage proves: the five fields an activation intent
 // binds, each read from the layout.
-type Evidence struct {
-	LockDigest            string `json:"lockDigest"`
-	StageReference        string `json:"stageReference"`
-	StageReceiptDigest    string `json:"stageReceiptDigest"`
-	AdapterEvidenceDigest string `json:"adapterEvidenceDigest"`
-	ContentDigest         string `json:"contentDigest"`
-}
+type Evidence = intent.StageEvidence
+
+// The OCI layout verifier is a stage evidence port.
+var _ intent.StageVerifier = (*Verifier)(nil)
 
 // Verifier verifies intents against one OCI image layout.
 type Verifier struct {
@@ -194,26 +191,8 @@ func (v *Verifier) Read(ref, receiptHint string) (Evidence, error) {
 	return ev, nil
 }
 
-// Compare is the exact comparison of an intent with evidence; every
-// difference is named, and any is fail.Conflict.
-func Compare(in intent.Intent, ev Evidence) error {
-	var diff []string
-	for _, f := range []struct{ name, intent, evidence string }{
-		{"lockDigest", in.LockDigest, ev.LockDigest},
-		{"stageReference", in.StageReference, ev.StageReference},
-		{"stageReceiptDigest", in.StageReceiptDigest, ev.StageReceiptDigest},
-		{"adapterEvidenceDigest", in.AdapterEvidenceDigest, ev.AdapterEvidenceDigest},
-		{"contentDigest", in.ContentDigest, ev.ContentDigest},
-	} {
-		if f.intent != f.evidence {
-			diff = append(diff, f.name+": intent "+f.intent+", stage "+f.evidence)
-		}
-	}
-	if len(diff) > 0 {
-		return conflictf("the stage differs from the intent (%s): %s", in, strings.Join(diff, "; "))
-	}
-	return nil
-}
+// Compare is intent.CompareEvidence: any difference is fail.Conflict.
+func Compare(in intent.Intent, ev Evidence) error { return intent.CompareEvidence(in, ev) }
 
 // parseManifest reads an intact manifest blob; what it says is checked by
 // the caller.
