@@ -51,6 +51,7 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		newCmdReceipt(streams),
 		newCmdOperation(streams),
 		newCmdKeyset(streams),
+		newCmdEnvBundle(streams),
 		newCmdPackage(streams),
 	)
 	classifyUsageErrors(root)
