@@ -340,6 +340,11 @@ func (o *applyOptions) Run(ctx context.Context) error {
 	}
 	res, err := ceremony.RunApply(ctx, co, ceremony.ApplyRequest{Preflight: rec, Dir: o.dir, Resume: o.resume})
 	if err != nil {
+		if res != nil && o.cf.output != "" {
+			// A result that is also an error (superseded): scripts read
+			// its outcome from -o json as well as from the exit code.
+			_ = o.cf.print(o.streams.Out, res, nil)
+		}
 		return err
 	}
 	return o.cf.print(o.streams.Out, res, func() { printApplyResult(o.streams.Out, res) })
