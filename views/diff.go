@@ -1,0 +1,330 @@
+package views
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/pmezard/go-difflib/difflib"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// DiffSchema names the structured change list.
+const DiffSchema = "qinglong/diff@v1"
+
+// DomainDiff is the digest domain of the change list (docs/head.md,
+// "diffDigest").
+const DomainDiff = "diff"
+
+// Changes of one object.
+const (
+	Created   = "created"
+	Changed   = "changed"
+	Unchanged = "unchanged"
+)
+
+// Secret value markers: a Secret's data and stringData values are replaced
+// by these before anything is compared or printed.
+const (
+	ValueMasked  = "(value)"
+	ValueChanged = "(value changed)"
+)
+
+// LastApplied is the annotation kubectl apply writes; it is removed like
+// kubectl diff removes it (it may hold a copy of every value).
+const LastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// ObjectChange is one object's entry in the change list.
+type ObjectChange struct {
+	Object inventory.Identity `json:"object"`
+	Change string             `json:"change"`
+	// Note says why the "after" side is the rendered object, not the
+	// dry-run result: the object's namespace or CRD comes with the release.
+	Note string `json:"note,omitempty"`
+	// Diff is the unified diff of the masked, normalised live object
+	// ("live/...") and dry-run result ("dry-run/..."); empty when unchanged.
+	Diff string `json:"diff,omitempty"`
+}
+
+// DiffReport is the structured change list of `kubectl ql3 diff`.
+type DiffReport struct {
+	Schema    string         `json:"schema"`
+	Namespace string         `json:"namespace"`
+	Version   string         `json:"version"`
+	Created   int            `json:"created"`
+	Changed   int            `json:"changed"`
+	Unchanged int            `json:"unchanged"`
+	Objects   []ObjectChange `json:"objects"`
+	// Digest is the diff digest: DigestOf("diff", {schema, objects}).
+	Digest string `json:"digest"`
+}
+
+// HasChanges reports whether any object would be created or changed.
+func (r *DiffReport) HasChanges() bool { return r.Created+r.Changed > 0 }
+
+// DiffDigest is the digest of the change list: the canonical JSON of
+// {"schema": DiffSchema, "objects": objects} under the "diff" domain.
+func DiffDigest(objects []ObjectChange) (string, error) {
+	if objects == nil {
+		objects = []ObjectChange{}
+	}
+	return inventory.DigestOf(DomainDiff, map[string]any{"schema": DiffSchema, "objects": objects})
+}
+
+// Differ is what Diff needs of the cluster: an exact GET and a server-side
+// apply, here only ever with dryRun. ceremony.Cluster satisfies it.
+type Differ interface {
+	Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string, force, dryRun bool) (*unstructured.Unstructured, error)
+	Get(ctx context.Context, id inventory.Identity) (*unstructured.Unstructured, error)
+}
+
+// DiffRequest is one diff of a rendered release against the cluster.
+type DiffRequest struct {
+	Objects        []*unstructured.Unstructured // the release's objects (values included)
+	Namespace      string                       // the lock's target namespace
+	Version        string                       // the release version
+	FieldManager   string                       // the lock's field manager
+	ForceConflicts bool
+	Parallelism    int // GET + dry-run pairs in flight (default 16)
+}
+
+// Diff computes the change list: for each object a GET (404: created) and
+// the same server-side apply dry-run preflight makes; both sides are
+// normalised and Secret-masked, then compared. Objects whose namespace or
+// CRD the release itself creates cannot be dry-run yet: they are created,
+// compared against the rendered object, with a note. Per-object failures
+// are returned together, classified.
+func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
+	n := req.Parallelism
+	if n <= 0 {
+		n = 16
+	}
+	releaseNS := map[string]bool{}
+	kinds := map[string]bool{}
+	for _, u := range req.Objects {
+		gvk := u.GroupVersionKind()
+		if gvk.Group == "" && gvk.Kind == "Namespace" {
+			releaseNS[u.GetName()] = true
+		}
+		if gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition" {
+			g, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+			k, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+			kinds[g+"/"+k] = true
+		}
+	}
+	out := make([]ObjectChange, len(req.Objects))
+	errs := make([]error, len(req.Objects))
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i, u := range req.Objects {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = diffOne(ctx, c, req, u, releaseNS, kinds)
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", out[i].Object, err))
+		}
+	}
+	if len(failed) > 0 {
+		class := fail.Unavailable
+		for _, err := range failed {
+			if c := fail.ClassOf(cas.Classify(cas.OpApply, "diff", err)); c == fail.Invalid || c == fail.Conflict {
+				class = c
+			}
+		}
+		return nil, fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written): %v", len(failed), len(req.Objects), failed)
+	}
+	slices.SortFunc(out, func(a, b ObjectChange) int { return inventory.Compare(a.Object, b.Object) })
+	rep := &DiffReport{Schema: DiffSchema, Namespace: req.Namespace, Version: req.Version, Objects: out}
+	for _, o := range out {
+		switch o.Change {
+		case Created:
+			rep.Created++
+		case Changed:
+			rep.Changed++
+		default:
+			rep.Unchanged++
+		}
+	}
+	var err error
+	rep.Digest, err = DiffDigest(out)
+	return rep, err
+}
+
+func diffOne(ctx context.Context, c Differ, req DiffRequest, u *unstructured.Unstructured, releaseNS, kinds map[string]bool) (ObjectChange, error) {
+	id := inventory.Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+	ch := ObjectChange{Object: id}
+	live, err := c.Get(ctx, id)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil && releaseNS[id.Namespace] || err != nil && kinds[u.GroupVersionKind().Group+"/"+id.Kind]:
+		// The kind is not served yet, or the namespace does not exist:
+		// the object cannot exist either.
+		live = nil
+	case err != nil:
+		return ch, err
+	}
+	after, err := c.Apply(ctx, u, req.FieldManager, req.ForceConflicts, true)
+	if err != nil {
+		if live == nil && (releaseNS[id.Namespace] || kinds[u.GroupVersionKind().Group+"/"+id.Kind]) {
+			after = u
+			ch.Note = "rendered object: its namespace or CRD is created by this release, so it cannot be dry-run yet"
+		} else {
+			return ch, err
+		}
+	}
+	var liveObj map[string]any
+	if live != nil {
+		liveObj = live.Object
+	}
+	before, afterM := Mask(id, Normalize(liveObj), Normalize(after.Object))
+	text, err := UnifiedDiff(id, before, afterM)
+	if err != nil {
+		return ch, err
+	}
+	switch {
+	case live == nil:
+		ch.Change = Created
+	case text == "":
+		ch.Change = Unchanged
+	default:
+		ch.Change = Changed
+	}
+	ch.Diff = text
+	return ch, nil
+}
+
+// Normalize returns a deep copy of obj without what the API server
+// populates and kubectl diff removes: metadata.managedFields,
+// resourceVersion, generation, creationTimestamp, uid, selfLink, the
+// last-applied annotation (metadata.annotations removed when that leaves
+// it empty), and status. nil stays nil.
+func Normalize(obj map[string]any) map[string]any {
+	if obj == nil {
+		return nil
+	}
+	out := runtimeDeepCopy(obj)
+	delete(out, "status")
+	if md, ok := out["metadata"].(map[string]any); ok {
+		for _, k := range []string{"managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink"} {
+			delete(md, k)
+		}
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			delete(ann, LastApplied)
+			if len(ann) == 0 {
+				delete(md, "annotations")
+			}
+		}
+	}
+	return out
+}
+
+func runtimeDeepCopy(obj map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
+}
+
+// Mask replaces every value of a Secret's data and stringData (in both
+// sides; either may be nil) by ValueMasked, except that a key present on
+// both sides whose value differs gets ValueChanged on the "after" side.
+// Objects that are not v1 Secrets are returned as they are. The inputs
+// are not modified.
+func Mask(id inventory.Identity, before, after map[string]any) (map[string]any, map[string]any) {
+	if id.APIVersion != "v1" || id.Kind != "Secret" {
+		return before, after
+	}
+	if before != nil {
+		before = runtimeDeepCopy(before)
+	}
+	if after != nil {
+		after = runtimeDeepCopy(after)
+	}
+	for _, field := range []string{"data", "stringData"} {
+		var b, a map[string]any
+		if before != nil {
+			b, _ = before[field].(map[string]any)
+			maskAll(before, field)
+		}
+		if after != nil {
+			a, _ = after[field].(map[string]any)
+			maskAll(after, field)
+		}
+		if a == nil || b == nil {
+			continue
+		}
+		am := after[field].(map[string]any)
+		for k, av := range a {
+			if bv, ok := b[k]; ok && fmt.Sprint(bv) != fmt.Sprint(av) {
+				am[k] = ValueChanged
+			}
+		}
+	}
+	return before, after
+}
+
+// maskAll replaces obj[field] by a map of the same keys, every value
+// ValueMasked; a field that is not a map is replaced by ValueMasked.
+func maskAll(obj map[string]any, field string) {
+	raw, ok := obj[field]
+	if !ok {
+		return
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		obj[field] = ValueMasked
+		return
+	}
+	masked := make(map[string]any, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		masked[k] = ValueMasked
+	}
+	obj[field] = masked
+}
+
+// UnifiedDiff is the unified diff (3 lines of context) of the YAML of
+// before ("live/<identity>") and after ("dry-run/<identity>"); "" when they
+// are equal. A nil side is empty.
+func UnifiedDiff(id inventory.Identity, before, after map[string]any) (string, error) {
+	a, err := toYAML(before)
+	if err != nil {
+		return "", err
+	}
+	b, err := toYAML(after)
+	if err != nil {
+		return "", err
+	}
+	if a == b {
+		return "", nil
+	}
+	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(a), B: difflib.SplitLines(b),
+		FromFile: "live/" + id.String(), ToFile: "dry-run/" + id.String(), Context: 3,
+	})
+}
+
+func toYAML(obj map[string]any) (string, error) {
+	if obj == nil {
+		return "", nil
+	}
+	out, err := yaml.Marshal(obj)
+	return string(out), err
+}
+
+// The ceremony's cluster is a Differ: preflight --diff and kubectl ql3
+// diff read through the same client as the dry-run step.
+var _ Differ = ceremony.Cluster(nil)
