@@ -67,6 +67,15 @@ func FuzzParseLock(f *testing.F) {
 	f.Add(good)
 	j, _ := json.Marshal(l)
 	f.Add(j)
+	// A consistent lock listing the Head, and one with the Head's field manager.
+	head := *l
+	head.Render.Inventory = append(append([]Identity(nil), l.Render.Inventory...), Identity{APIVersion: "v1", Kind: "ConfigMap", Namespace: l.Target.Namespace, Name: HeadName})
+	SortIdentities(head.Render.Inventory)
+	head.Render.Count = len(head.Render.Inventory)
+	head.Render.InventoryDigest, _ = InventoryDigest(head.Render.Inventory)
+	headLock, _ := head.Marshal()
+	f.Add(headLock)
+	f.Add(bytes.Replace(good, []byte("fieldManager: "+FieldManager), []byte("fieldManager: "+HeadFieldManager), 1))
 	for _, s := range []string{"", "{}", "- x", "schema: 1", "release: {version: 3.0.0}", "images: [a, a]", "a: &x [*x]",
 		"render:\n  count: 1e99\n", "target: {namespace: yes}\n"} {
 		f.Add([]byte(s))
@@ -78,6 +87,14 @@ func FuzzParseLock(f *testing.F) {
 				t.Fatalf("error class %s: %v", fail.ClassOf(err), err)
 			}
 			return
+		}
+		for _, id := range l.Render.Inventory {
+			if IsHead(id) {
+				t.Fatalf("accepted a lock listing the Head %s", id)
+			}
+		}
+		if l.Tool.FieldManager == HeadFieldManager {
+			t.Fatalf("accepted tool.fieldManager %q", l.Tool.FieldManager)
 		}
 		out, err := l.Marshal()
 		if err != nil {
