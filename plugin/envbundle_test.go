@@ -102,6 +102,9 @@ func TestEnvBundlePackVerify(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "a valid environment bundle of 2 entries") {
 		t.Fatalf("verify: exit %d: %s%s", code, out, stderr)
 	}
+	if out, stderr, code, _ = ebRun(t, dir, "", "env-bundle", "verify", "task.bundle.json", "-o", "jsonpath={.entries} {.bytes}"); code != 0 || out != fmt.Sprintf("2 %d", want.Size()) {
+		t.Fatalf("verify -o jsonpath: exit %d: %q %s", code, out, stderr)
+	}
 	ebWrite(t, dir, "task.names", "# the task's own\nHOME\nPATH\n")
 	out, stderr, code, _ = ebRun(t, dir, "", "env-bundle", "verify", "task.bundle.json", "--against-env", "task.names", "-o", "yaml")
 	if code != 0 || !strings.Contains(out, "mergedEntries: 4\n") || !strings.Contains(out, "collisions: 0\n") {
