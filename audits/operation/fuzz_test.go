@@ -1,8 +1,12 @@
 package operation
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // kustomizationRefs parses any kustomization under --repo-root: it must
@@ -62,4 +66,41 @@ func TestKustomizationRefs(t *testing.T) {
 	if _, err := kustomizationRefs([]byte("resources: {not: a list}\n")); err == nil {
 		t.Error("a map for resources parsed")
 	}
+}
+
+// Audit takes whatever a kustomization renders: no manifest may make a rule
+// panic, and every finding carries a rule of the table and says what was
+// expected.
+func FuzzAuditManifest(f *testing.F) {
+	for _, name := range []string{"deployment.yaml", "network-policy.yaml", "service.yaml", "pod-disruption-budget.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "operations", "clean", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: m}\nspec: {replicas: \"2\"}\n"))
+	f.Add([]byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: m}\nspec: {template: {spec: {containers: [{name: a}, {name: b}], volumes: [{name: v, projected: {sources: [{secret: {name: ql3-postgres-ca}}]}}]}}}\n"))
+	names := map[string]bool{}
+	for _, r := range Rules() {
+		names[r.Name] = true
+	}
+	f.Fuzz(func(t *testing.T, manifest []byte) {
+		fsys := filesys.MakeFsInMemory()
+		if err := fsys.WriteFile("/op/kustomization.yaml", []byte("namespace: ns\nresources: [m.yaml]\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := fsys.WriteFile("/op/m.yaml", manifest); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Audit(fsys, "/op", Options{})
+		if err != nil {
+			return
+		}
+		for _, f := range r.Findings {
+			if !names[f.Rule] || f.Expected == "" {
+				t.Errorf("finding %+v", f)
+			}
+		}
+	})
 }
