@@ -60,7 +60,10 @@ type PreflightRecord struct {
 	Target        receipts.Target  `json:"target"`
 	Tool          receipts.Tool    `json:"tool"`
 	Steps         PreflightSteps   `json:"steps"`
-	SelfDigest    string           `json:"selfDigest"`
+	// DiffDigest, set by preflight --diff only, is the digest of the
+	// change list the operator was shown (docs/head.md, "diffDigest").
+	DiffDigest string `json:"diffDigest,omitempty"`
+	SelfDigest string `json:"selfDigest"`
 }
 
 // Seal computes the command and preflight digests.
@@ -117,6 +120,8 @@ func ParsePreflight(name string, data []byte) (*PreflightRecord, error) {
 		return nil, bad("command and target disagree")
 	case !inventory.IsDigest(p.Steps.Identity) || !inventory.IsDigest(p.Steps.DryRun):
 		return nil, bad("steps.identity and steps.dryRun must be digests")
+	case p.DiffDigest != "" && !inventory.IsDigest(p.DiffDigest):
+		return nil, bad("diffDigest %q is not a digest", p.DiffDigest)
 	}
 	return &p, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
@@ -22,6 +23,10 @@ type PreflightRequest struct {
 	Expected       ExpectedHead
 	ForceConflicts bool
 	Out            string // record path; default ql3-preflight-g<N>-<kind>-<version>.json
+	// Diff, when set (preflight --diff), computes the change list of the
+	// verified release after the dry-run step and returns its digest,
+	// which the record binds as diffDigest.
+	Diff func(ctx context.Context, objs []*unstructured.Unstructured, fieldManager string, force bool) (string, error)
 }
 
 // PreflightResult says what preflight verified and where the record is.
@@ -77,6 +82,12 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 		return nil, err
 	}
 	o.say("preflight: server-side dry-run: %d ok, %d deferred until their namespace or CRD exists", dep.InventoryCount-deferred, deferred)
+	diffDigest := ""
+	if req.Diff != nil {
+		if diffDigest, err = req.Diff(ctx, ld.release.Objects, fm, req.ForceConflicts); err != nil {
+			return nil, err
+		}
+	}
 	rec := &PreflightRecord{
 		Schema: PreflightSchema,
 		Command: Command{
@@ -90,9 +101,10 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 			SourceDigest: ld.release.SourceDigest, RenderDigest: ld.release.RenderDigest,
 			InventoryDigest: dep.InventoryDigest, InventoryCount: dep.InventoryCount,
 		},
-		Target: tgt,
-		Tool:   receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: fm},
-		Steps:  PreflightSteps{Identity: identity, DryRun: dry},
+		Target:     tgt,
+		Tool:       receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: fm},
+		Steps:      PreflightSteps{Identity: identity, DryRun: dry},
+		DiffDigest: diffDigest,
 	}
 	if err := rec.Seal(); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/util/flowcontrol"
@@ -21,6 +22,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/receipts"
+	"github.com/qinglong/kubectl-ql3/views"
 )
 
 // Client-side rate limits for the ceremony. client-go's default of 5 QPS /
@@ -202,6 +204,7 @@ type preflightOptions struct {
 	expected string
 	out      string
 	force    bool
+	diff     bool
 }
 
 func newCmdPreflight(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -231,6 +234,7 @@ replacing any file. Pass the record to "kubectl ql3 apply --preflight".`,
 	fs.StringVar(&o.expected, "expected-head", "", "the Head `TOKEN` printed by kubectl ql3 head (required)")
 	fs.StringVar(&o.out, "out", "", "`FILE` to write the preflight record to (never replaced; default ql3-preflight-g<N>-<transition>-<version>.json)")
 	fs.BoolVar(&o.force, "force-conflicts", false, "take over fields owned by other field managers (recorded in the command digest)")
+	fs.BoolVar(&o.diff, "diff", false, "also print what the release would change, as kubectl ql3 diff does (with -o, as the result's diff member), and record the change list's digest in the record (diffDigest)")
 	o.cf.add(fs, false)
 	_ = cmd.MarkFlagRequired("transition")
 	_ = cmd.MarkFlagRequired("expected-head")
@@ -261,11 +265,32 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := ceremony.RunPreflight(ctx, co, ceremony.PreflightRequest{
+	req := ceremony.PreflightRequest{
 		Dir: o.dir, Transition: o.kind, Expected: exp, ForceConflicts: o.force, Out: o.out,
-	})
+	}
+	var diff *views.DiffReport
+	if o.diff {
+		req.Diff = func(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool) (string, error) {
+			diff, err = views.Diff(ctx, co.Cluster, views.DiffRequest{Objects: objs, FieldManager: fm, ForceConflicts: force, Parallelism: co.Parallelism})
+			if err != nil {
+				return "", err
+			}
+			return diff.Digest, nil
+		}
+	}
+	res, err := ceremony.RunPreflight(ctx, co, req)
 	if err != nil {
 		return err
+	}
+	if diff != nil {
+		diff.Namespace, diff.Version = res.Record.Target.Namespace, res.Record.Release.Version
+		if o.cf.output != "" {
+			return o.cf.print(o.streams.Out, struct {
+				*ceremony.PreflightResult
+				Diff *views.DiffReport `json:"diff"`
+			}{res, diff}, nil)
+		}
+		printDiff(o.streams.Out, diff)
 	}
 	return o.cf.print(o.streams.Out, res, func() {
 		fmt.Fprintf(o.streams.Out, "preflight %s\nrecord: %s\nnext: kubectl ql3 apply --preflight %s\n", res.Record.SelfDigest, res.Path, res.Path)

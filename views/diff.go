@@ -10,6 +10,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/cas"
@@ -328,3 +329,25 @@ func toYAML(obj map[string]any) (string, error) {
 // The ceremony's cluster is a Differ: preflight --diff and kubectl ql3
 // diff read through the same client as the dry-run step.
 var _ Differ = ceremony.Cluster(nil)
+
+// DiffRelease renders the release directory dir, verifies it against its
+// lock, checks that c is the lock's cluster (a wrong --context is invalid
+// input, as in preflight) and diffs it. The lock's field manager is used.
+func DiffRelease(ctx context.Context, c ceremony.Cluster, fsys filesys.FileSystem, dir string, opts inventory.Options, force bool, parallelism int) (*DiffReport, error) {
+	opts.Mapper = c.Mapper()
+	rel, lock, err := inventory.LoadRelease(fsys, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	id, err := ceremony.ReadClusterIdentity(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if id != lock.Target.ClusterIdentity {
+		return nil, fail.Errorf(fail.Invalid, "cluster identity %s does not match the lock's target.clusterIdentity %s: wrong --context?", id, lock.Target.ClusterIdentity)
+	}
+	return Diff(ctx, c, DiffRequest{
+		Objects: rel.Objects, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
+		FieldManager: lock.Tool.FieldManager, ForceConflicts: force, Parallelism: parallelism,
+	})
+}

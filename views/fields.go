@@ -101,4 +101,3 @@ func segment(key string) (string, error) {
 	}
 	return "", fmt.Errorf("key %q has no f:, k:, v: or i: prefix", key)
 }
-

@@ -1,0 +1,305 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/views"
+)
+
+// errChanges is diff --exit-code's "there are changes": exit 1, as kubectl
+// diff and diff(1).
+var errChanges = fail.Errorf(fail.Other, "diff: the release would change the cluster (--exit-code)")
+
+type diffOptions struct {
+	flags    *genericclioptions.ConfigFlags
+	streams  genericiooptions.IOStreams
+	cf       ceremonyFlags
+	dir      string
+	force    bool
+	exitCode bool
+}
+
+func newCmdDiff(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &diffOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "diff DIR",
+		Short: "Show what applying a release would create or change (read-only: GET and server-side dry-run)",
+		Long: `Diff verifies the release directory against its lock and the cluster identity,
+then, for every object, GETs the live object and makes the same server-side apply
+dry-run as preflight. Each object is created, changed or unchanged; a changed
+one is shown as a unified diff of the live object and the dry-run result, with
+what the API server populates removed (managedFields, resourceVersion,
+generation, creationTimestamp, uid, status, the last-applied annotation).
+Secret values are never shown: a changed key reads "(value changed)".
+Nothing is written. Exit 0, or with --exit-code 1 when anything would change.`,
+		Example: `  kubectl ql3 diff ./release
+  kubectl ql3 diff ./release -o json     # the structured change list, for CI
+  kubectl ql3 diff ./release --exit-code # 0: no change, 1: changes`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.dir = args[0]
+			if err := o.cf.validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.BoolVar(&o.force, "force-conflicts", false, "dry-run as preflight --force-conflicts would apply")
+	fs.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when the release would create or change an object, 0 when not")
+	o.cf.add(fs, false)
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *diffOptions) Run(ctx context.Context) error {
+	co, err := o.cf.options(o.flags, o.streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return fail.Wrap(fail.Invalid, err)
+	}
+	rep, err := views.DiffRelease(ctx, co.Cluster, filesys.MakeFsOnDisk(), dir, co.Inventory, o.force, co.Parallelism)
+	if err != nil {
+		return err
+	}
+	if err := o.cf.print(o.streams.Out, rep, func() { printDiff(o.streams.Out, rep) }); err != nil {
+		return err
+	}
+	if o.exitCode && rep.HasChanges() {
+		return errChanges
+	}
+	return nil
+}
+
+// printDiff is diff's human output: one line per object, then the diffs.
+func printDiff(w io.Writer, rep *views.DiffReport) {
+	for _, ch := range rep.Objects {
+		note := ""
+		if ch.Note != "" {
+			note = " (" + ch.Note + ")"
+		}
+		fmt.Fprintf(w, "%-9s %s%s\n", ch.Change, ch.Object, note)
+	}
+	for _, ch := range rep.Objects {
+		if ch.Change == views.Changed {
+			fmt.Fprint(w, "\n", ch.Diff)
+		}
+	}
+	fmt.Fprintf(w, "\n%s %s: %d created, %d changed, %d unchanged (diff %s)\n", rep.Namespace, rep.Version, rep.Created, rep.Changed, rep.Unchanged, rep.Digest)
+}
+
+type statusOptions struct {
+	flags   *genericclioptions.ConfigFlags
+	streams genericiooptions.IOStreams
+	output  string
+}
+
+func newCmdStatus(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &statusOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Compare the cluster with the committed Head: missing, drifted and not-Current objects (read-only)",
+		Long: `Status reads the Head of the namespace (-n) and GETs every object of its
+inventory (no LIST): each is in-sync, missing (deleted by someone; never
+recreated here), drifted (another field manager now owns fields the deployer
+applied, from managedFields) or not-current (kstatus). A Head left applying
+is shown with its mutation id, since when, and what resume would do.
+Exit 0 when in sync and Current; 3 when an object is missing or drifted or
+the Head is applying; 4 when objects are only not Current yet; 5 for a
+tampered Head; 2 when there is no Head.`,
+		Example: `  kubectl ql3 status -n ql3-demo
+  kubectl ql3 status -n ql3-demo -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	return cmd
+}
+
+func (o *statusOptions) Run(ctx context.Context) error {
+	ns, err := namespace(o.flags)
+	if err != nil {
+		return err
+	}
+	cfg, err := restConfig(o.flags)
+	if err != nil {
+		return err
+	}
+	cl, err := ceremony.NewKubeCluster(cfg)
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+	}
+	rep, err := views.Status(ctx, cl, ns, defaultParallelism)
+	if err != nil {
+		return err
+	}
+	if o.output != "" {
+		err = printObject(o.streams.Out, o.output, rep)
+	} else {
+		printStatus(o.streams.Out, rep)
+	}
+	if err != nil {
+		return err
+	}
+	return rep.Err()
+}
+
+func printStatus(w io.Writer, rep *views.StatusReport) {
+	fmt.Fprintf(w, "Namespace:   %s\nHead:        generation %d (%s), %s %s, field manager %s\n", rep.Namespace, rep.Generation, rep.Phase, rep.Transition, rep.Version, rep.FieldManager)
+	if a := rep.Applying; a != nil {
+		fmt.Fprintf(w, "Applying:    mutation %s since %s\nResume:      %s\n", a.MutationID, a.Since, a.Resume)
+	}
+	fmt.Fprintf(w, "Objects:     %d: %d missing, %d drifted, %d not Current\n\n", len(rep.Objects), rep.Missing, rep.Drifted, rep.NotCurrent)
+	for _, s := range rep.Objects {
+		fmt.Fprintf(w, "%-11s %-11s %s\n", s.State, s.Status, s.Object)
+		for _, d := range s.Drift {
+			sub := ""
+			if d.Subresource != "" {
+				sub = "/" + d.Subresource
+			}
+			fmt.Fprintf(w, "            %s now owned by %q (%s%s %s)\n", d.Field, d.Manager, d.Operation, sub, d.Time)
+		}
+		if s.State != views.StateInSync && s.Message != "" {
+			fmt.Fprintf(w, "            %s\n", s.Message)
+		}
+	}
+}
+
+type historyOptions struct {
+	flags   *genericclioptions.ConfigFlags
+	streams genericiooptions.IOStreams
+	output  string
+	dir     string
+	online  bool
+}
+
+func newCmdHistory(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &historyOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "history DIR",
+		Short: "List the deployments recorded in a receipts directory, the chain verified first",
+		Long: `History audits the receipts directory DIR as "kubectl ql3 receipt audit" does
+(offline; a broken chain is reported, exit 5) and lists each generation:
+transition, version, when (the receipt file's time), tool version, inventory
+size, objects added and retired against the previous generation, and the
+signature's key id. With -n NS it also reads that namespace's Head: the Head's
+generation is marked, and receipts the Head has passed but DIR lacks are
+flagged (exit 5).`,
+		Example: `  kubectl ql3 history ./release/receipts
+  kubectl ql3 history ./release/receipts -n ql3-demo -o yaml`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.dir = args[0]
+			o.online = cmd.Flag("namespace") != nil && cmd.Flag("namespace").Changed
+			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	return cmd
+}
+
+func (o *historyOptions) Run(ctx context.Context) error {
+	var head *ceremony.Head
+	ns := ""
+	if o.online {
+		var err error
+		if ns, err = namespace(o.flags); err != nil {
+			return err
+		}
+		cfg, err := restConfig(o.flags)
+		if err != nil {
+			return err
+		}
+		cl, err := ceremony.NewKubeCluster(cfg)
+		if err != nil {
+			return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+		}
+		if head, err = ceremony.ReadHead(ctx, cl, ns); err != nil {
+			return err
+		}
+		if head == nil {
+			return fail.Errorf(fail.Invalid, "head %s/%s: absent: nothing is deployed in namespace %q (wrong -n?)", ns, ceremony.HeadName, ns)
+		}
+	}
+	rep, err := views.History(o.dir, head, ns)
+	if err != nil {
+		return err
+	}
+	if o.output != "" {
+		err = printObject(o.streams.Out, o.output, rep)
+	} else {
+		printHistory(o.streams.Out, rep)
+	}
+	if err != nil {
+		return err
+	}
+	return rep.Err()
+}
+
+func printHistory(w io.Writer, rep *views.HistoryReport) {
+	tw := printers.GetNewTabWriter(w)
+	fmt.Fprintln(tw, "GEN\tTRANSITION\tVERSION\tWHEN\tTOOL\tOBJECTS\tADDED\tRETIRED\tSIGNED BY\tVERDICT\t")
+	for _, e := range rep.Entries {
+		added, retired := "?", "?"
+		if e.PreviousKnown {
+			added, retired = fmt.Sprint(len(e.Added)), fmt.Sprint(len(e.Retired))
+		}
+		key := "-"
+		if e.SignatureKey != "" {
+			key = shortDigest(e.SignatureKey) + " (" + e.Signature + ")"
+		}
+		gen := fmt.Sprint(e.Generation)
+		if e.AtHead {
+			gen += " *"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", gen, e.Transition, e.Version, e.When, e.ToolVersion, e.Inventory, added, retired, key, e.Verdict)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "chain: %s", rep.Chain.Verdict)
+	if len(rep.Chain.Reasons) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(rep.Chain.Reasons, "; "))
+	}
+	fmt.Fprintln(w)
+	if h := rep.Head; h != nil {
+		fmt.Fprintf(w, "head: %s at generation %d (%s), marked *\n", h.Namespace, h.Generation, h.Phase)
+		for _, g := range h.MissingLocally {
+			fmt.Fprintf(w, "missing locally: generation %d (the Head has passed it)\n", g)
+		}
+		for _, m := range h.Mismatches {
+			fmt.Fprintf(w, "mismatch: %s\n", m)
+		}
+	}
+}
+
+// shortDigest is "sha256:" and the first 12 hex digits.
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
+}
