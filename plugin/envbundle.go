@@ -112,7 +112,9 @@ func (o *envBundlePackOptions) Run() error {
 		if err != nil {
 			return err
 		}
-		if b, err = envcarrier.PackJSON(data); err != nil {
+		b, err = envcarrier.PackJSON(data)
+		clear(data) // best effort: the bundle holds its own copies
+		if err != nil {
 			return fmt.Errorf("--from-json-stdin: %w", err)
 		}
 	} else {
@@ -120,7 +122,9 @@ func (o *envBundlePackOptions) Run() error {
 		if err != nil {
 			return err
 		}
-		if b, err = envcarrier.PackDotenv(data); err != nil {
+		b, err = envcarrier.PackDotenv(data)
+		clear(data)
+		if err != nil {
 			return fmt.Errorf("--from-dotenv %s: %w", o.dotenv, err)
 		}
 	}
@@ -201,6 +205,7 @@ func (o *envBundleVerifyOptions) Run() error {
 		return err
 	}
 	b, err := envcarrier.Parse(data)
+	clear(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.file, err)
 	}

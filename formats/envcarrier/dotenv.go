@@ -48,13 +48,14 @@ func FromDotenv(data []byte) ([]Entry, []int, error) {
 }
 
 // PackDotenv is FromDotenv followed by New, with entry errors naming the
-// line ("line 7") instead of the position.
+// line and the entry's 0-based position among the assignments
+// ("line 7 (entry 3)").
 func PackDotenv(data []byte) (*Bundle, error) {
 	entries, lines, err := FromDotenv(data)
 	if err != nil {
 		return nil, err
 	}
-	return build(entries, func(i int) string { return fmt.Sprintf("line %d", lines[i]) })
+	return build(entries, func(i int) string { return fmt.Sprintf("line %d (entry %d)", lines[i], i) })
 }
 
 // lineAt is "line N" for the byte offset off.

@@ -86,10 +86,10 @@ func TestPackDotenv(t *testing.T) {
 	}{
 		{"valid", "SECRET_B=2\nSECRET_A=1\n", "", ""},
 		{"no entries", "# only a comment\n", RuleEntryCount, ""},
-		{"name starting with a digit", "SECRET_A=1\n\n1SECRET=2\n", RuleName, "line 3"},
-		{"reserved prefix", "# c\nQL3_SECRET=1\n", RuleReservedPrefix, "line 2"},
-		{"duplicate", "SECRET_A=1\nSECRET_B=2\nexport SECRET_A=3\n", RuleDuplicateName, "line 3"},
-		{"value too long", "SECRET_A=" + strings.Repeat("s", 16385) + "\n", RuleValueSize, "line 1"},
+		{"name starting with a digit", "SECRET_A=1\n\n1SECRET=2\n", RuleName, "line 3 (entry 1)"},
+		{"reserved prefix", "# c\nQL3_SECRET=1\n", RuleReservedPrefix, "line 2 (entry 0)"},
+		{"duplicate", "SECRET_A=1\nSECRET_B=2\nexport SECRET_A=3\n", RuleDuplicateName, "line 3 (entry 2)"},
+		{"value too long", "SECRET_A=" + strings.Repeat("s", 16385) + "\n", RuleValueSize, "line 1 (entry 0)"},
 		{"257 entries", strings.Repeat("SECRET_A=1\n", 1) + dotenvSeq(256), RuleEntryCount, ""},
 	}
 	for _, tt := range tests {
@@ -107,7 +107,7 @@ func TestPackDotenv(t *testing.T) {
 		})
 	}
 	_, err := PackDotenv([]byte("SECRET_A=1\nSECRET_B=2\nexport SECRET_A=3\n"))
-	if !strings.Contains(err.Error(), "line 3: the same name as line 1") {
+	if !strings.Contains(err.Error(), "line 3 (entry 2): the same name as line 1 (entry 0)") {
 		t.Fatalf("duplicate error names the wrong lines: %v", err)
 	}
 }
