@@ -24,7 +24,7 @@ const ToolName = "kubectl-ql3"
 // HeadFieldManager is the field manager of the Head's own writes. It is
 // never the release's (the lock refuses it), so the two can never share
 // field ownership.
-const HeadFieldManager = "kubectl-ql3-head"
+const HeadFieldManager = inventory.HeadFieldManager
 
 // Options configure one ceremony command.
 type Options struct {

@@ -21,7 +21,7 @@ import (
 
 // The Head ConfigMap's fixed shape (docs/head.md).
 const (
-	HeadName             = "qinglong3-deployment-head"
+	HeadName             = inventory.HeadName // reserved: no release may contain it
 	HeadKey              = "head.json"
 	HeadSchema           = "qinglong/deployment-head@v1"
 	HeadMaxBytes         = 900 << 10
