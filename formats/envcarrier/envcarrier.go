@@ -12,6 +12,7 @@ package envcarrier
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,8 +52,9 @@ type Entry struct {
 // String never shows the name or the value.
 func (Entry) String() string { return "envcarrier.Entry{redacted}" }
 
-// GoString never shows the name or the value, even under %#v.
-func (Entry) GoString() string { return "envcarrier.Entry{redacted}" }
+// Format prints String under every verb (%v, %+v, %#v, %s, %q, %x, %d,
+// …), so no fmt call shows the name or the value.
+func (e Entry) Format(f fmt.State, _ rune) { io.WriteString(f, e.String()) }
 
 // Bundle is a valid carrier: its entries, sorted by name, and its
 // canonical bytes. A Bundle is immutable; the zero value is not valid.
@@ -63,12 +65,13 @@ type Bundle struct {
 }
 
 // String never shows a name or a value.
-func (b *Bundle) String() string {
-	return fmt.Sprintf("environment bundle (%d entries, %d bytes)", b.Len(), b.Size())
+func (b Bundle) String() string {
+	return fmt.Sprintf("environment bundle (%d entries, %d bytes)", len(b.entries), len(b.carrier))
 }
 
-// GoString never shows a name or a value, even under %#v.
-func (b *Bundle) GoString() string { return b.String() }
+// Format prints String under every verb, for a Bundle and a *Bundle alike,
+// so no fmt call shows a name or a value.
+func (b Bundle) Format(f fmt.State, _ rune) { io.WriteString(f, b.String()) }
 
 // Len is the number of entries.
 func (b *Bundle) Len() int { return len(b.entries) }

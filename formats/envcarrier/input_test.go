@@ -96,9 +96,11 @@ func TestRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := b.Entries()[0]
 	for _, s := range []string{
-		fmt.Sprint(b), fmt.Sprintf("%v %+v %#v %s", b, b, b, b),
-		fmt.Sprint(b.Entries()), fmt.Sprintf("%v %+v %#v %s", b.Entries()[0], b.Entries()[0], b.Entries()[0], b.Entries()),
+		fmt.Sprint(b), fmt.Sprintf("%v %+v %#v %s %q %x %X %d", b, b, b, b, b, b, b, b),
+		fmt.Sprint(b.Entries()), fmt.Sprintf("%v %+v %#v %s %q %x %X %d %v %#v", e, e, e, e, e, e, e, e, b.Entries(), b.Entries()),
+		fmt.Sprintf("%v %+v %d", *b, *b, *b),
 	} {
 		if strings.Contains(strings.ToLower(s), "secret") {
 			t.Fatalf("printed a name or value: %s", s)
