@@ -141,12 +141,18 @@ func TestPrintObjectTemplates(t *testing.T) {
 	}
 }
 
-// A template that fails when it runs is one invalid-input error line.
+// A template that fails when it runs is one invalid-input error line,
+// without cli-runtime's multi-line debugging dump.
 func TestPrintObjectTemplateError(t *testing.T) {
-	var b bytes.Buffer
-	err := printObject(&b, `go-template={{index .head 5}}`, testHeadReport())
-	if err == nil || fail.ClassOf(err) != fail.Invalid || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `--output "go-template={{index .head 5}}"`) {
-		t.Fatalf("err = %v (class %v); want one invalid-input line naming --output", err, fail.ClassOf(err))
+	tests := []struct{ output, want string }{
+		{`go-template={{index .head 5}}`, `--output "go-template={{index .head 5}}": error executing template`},
+		{`jsonpath={.namespace[0]}`, `--output "jsonpath={.namespace[0]}": error executing jsonpath "{.namespace[0]}": Error executing template: string is not array or slice.`},
+	}
+	for _, tt := range tests {
+		err := printObject(&bytes.Buffer{}, tt.output, testHeadReport())
+		if err == nil || fail.ClassOf(err) != fail.Invalid || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("-o %s: err = %q (class %v); want one invalid-input line starting %q", tt.output, err, fail.ClassOf(err), tt.want)
+		}
 	}
 }
 
