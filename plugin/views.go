@@ -142,13 +142,9 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := restConfig(o.flags)
+	cl, err := viewCluster(o.flags)
 	if err != nil {
 		return err
-	}
-	cl, err := ceremony.NewKubeCluster(cfg)
-	if err != nil {
-		return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 	}
 	rep, err := views.Status(ctx, cl, ns, defaultParallelism)
 	if err != nil {
@@ -231,13 +227,9 @@ func (o *historyOptions) Run(ctx context.Context) error {
 		if ns, err = namespace(o.flags); err != nil {
 			return err
 		}
-		cfg, err := restConfig(o.flags)
+		cl, err := viewCluster(o.flags)
 		if err != nil {
 			return err
-		}
-		cl, err := ceremony.NewKubeCluster(cfg)
-		if err != nil {
-			return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 		}
 		if head, err = ceremony.ReadHead(ctx, cl, ns); err != nil {
 			return err
@@ -302,4 +294,20 @@ func shortDigest(d string) string {
 		return d[:len("sha256:")+12]
 	}
 	return d
+}
+
+// viewCluster is the read-only views' cluster client, with the ceremony's
+// client-side limits: status GETs every object of the inventory, which
+// client-go's default 5 QPS would throttle.
+func viewCluster(flags *genericclioptions.ConfigFlags) (ceremony.Cluster, error) {
+	cfg, err := restConfig(flags)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst, cfg.UserAgent = defaultQPS, defaultBurst, "kubectl-ql3/"+version
+	cl, err := ceremony.NewKubeCluster(cfg)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+	}
+	return cl, nil
 }

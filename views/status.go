@@ -209,9 +209,10 @@ func objectStatus(ctx context.Context, c ceremony.Cluster, id inventory.Identity
 // (a field both own has the deployer's value), excluding:
 //   - managedFields entries of the status subresource, and fields under .status;
 //   - fields under .metadata other than .metadata.labels and .metadata.annotations;
-//   - annotations written by Kubernetes' own controllers (a key whose
-//     prefix is a Kubernetes domain: kubernetes.io/, *.kubernetes.io/,
-//     k8s.io/, *.k8s.io/).
+//   - labels and annotations whose key prefix is a Kubernetes domain
+//     (kubernetes.io/, *.kubernetes.io/, k8s.io/, *.k8s.io/): Kubernetes
+//     itself writes them (kubernetes.io/metadata.name on a Namespace,
+//     deployment.kubernetes.io/revision on a Deployment).
 //
 // Server-side apply moves a field's ownership to whoever last set it to
 // another value, so a field the deployer applied and someone else has
@@ -268,7 +269,7 @@ func driftRelevant(p string) bool {
 	case p == ".status" || strings.HasPrefix(p, ".status.") || strings.HasPrefix(p, ".status["):
 		return false
 	case strings.HasPrefix(p, ".metadata.labels."):
-		return true
+		return !isKubernetesDomain(strings.TrimPrefix(p, ".metadata.labels."))
 	case strings.HasPrefix(p, ".metadata.annotations."):
 		return !isKubernetesDomain(strings.TrimPrefix(p, ".metadata.annotations."))
 	case p == ".metadata" || strings.HasPrefix(p, ".metadata.") || strings.HasPrefix(p, ".metadata["):
