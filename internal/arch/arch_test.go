@@ -29,10 +29,12 @@ type rule struct {
 }
 
 var rules = []rule{
-	{"domain packages never import the CLI", []string{"cas", "ceremony", "inventory", "receipts", "formats", "audits", "pointer", "worker", "keyledger", "envbundle", "internal"},
+	{"domain packages never import the CLI", []string{"cas", "ceremony", "inventory", "receipts", "formats", "audits", "pointer", "worker", "keyledger", "envbundle", "views", "internal"},
 		[]string{"plugin"}, nil},
 	{"the CAS kernel knows no operation", []string{"cas"},
-		[]string{"ceremony", "inventory", "receipts", "formats", "audits", "pointer", "worker", "keyledger", "envbundle"}, nil},
+		[]string{"ceremony", "inventory", "receipts", "formats", "audits", "pointer", "worker", "keyledger", "envbundle", "views"}, nil},
+	{"nothing but the CLI builds on the read-only views", []string{"cas", "ceremony", "inventory", "receipts", "formats", "audits", "pointer", "worker", "keyledger", "envbundle"},
+		[]string{"views"}, nil},
 	{"sibling operations stand next to the Head, not on it", []string{"pointer", "worker", "keyledger", "envbundle"},
 		[]string{"ceremony"}, nil},
 	{"the offline auditor, the renderer, pure formats and manifest audits carry no cluster code", []string{"receipts", "inventory", "formats", "audits"},
