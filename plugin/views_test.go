@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -271,5 +272,47 @@ func TestCLIViews(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Services(ns).Get(ctx, "ql3-admin", metav1.GetOptions{}); err == nil {
 		t.Errorf("status recreated the deleted Service")
+	}
+}
+
+// What `kubectl ql3 rbac` grants is enough for diff, status and history
+// -n: they need get (and, for diff, the dry-run's patch) on the release's
+// objects, get on the Head and on the kube-system Namespace; no list, no
+// watch.
+func TestViewsLeastPrivilege(t *testing.T) {
+	ns := controlNamespace(t)
+	v300 := releaseCopy(t, "v3.0.0", ns, "")
+	work := t.TempDir()
+	user := "viewer-" + ns
+	rbac := mustRun(t, nil, "rbac", v300, "--bind-user", user)
+	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(rbac)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply rbac: %v\n%s", err, out)
+	}
+	kc, err := cp.Kubeconfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + kc}
+	pf := filepath.Join(work, "install.json")
+	rdir := filepath.Join(work, "r")
+	mustRun(t, env, "preflight", v300, "--transition", "install", "--expected-head", headToken(t, env, ns), "--out", pf)
+	mustRun(t, env, "apply", "--preflight", pf, "--receipts-dir", rdir)
+	if out, stderr, code := run(t, env, "diff", v300, "--exit-code"); code != 0 || !strings.Contains(out, "0 created, 0 changed") {
+		t.Fatalf("diff as the deployer: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if out, stderr, code := run(t, env, "status", "-n", ns); code != 0 {
+		t.Fatalf("status as the deployer: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if out, stderr, code := run(t, env, "history", rdir, "-n", ns); code != 0 || !strings.Contains(out, "1 *") {
+		t.Fatalf("history -n as the deployer: exit %d\n%s\n%s", code, out, stderr)
+	}
+	reads, err := cp.Writes(func(e testcluster.AuditEvent) bool {
+		return e.User.Username == user && (e.Verb == "list" || e.Verb == "watch")
+	})
+	if err != nil || len(reads) != 0 {
+		t.Fatalf("the views listed or watched: %v %+v", err, reads)
 	}
 }
