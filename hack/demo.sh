@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make demo: start a local control plane, then run the whole ceremony on the
 # bundled example release through the built plugin, exactly as an operator
-# would: lock -> head -> preflight -> apply (install), an upgrade, a second
-# upgrade and a rollback, then an offline receipt audit. Stops the control
-# plane on every exit path.
+# would: lock -> head -> preflight -> apply (install), an upgrade (shown
+# first with diff), a second upgrade and a rollback, then an offline receipt
+# audit, the status and the history. Stops the control plane on every exit
+# path.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="$root/bin:$PATH"
@@ -62,6 +63,8 @@ run kubectl-ql3 head -n "$ns"
 for step in "v3.1.0 3.1.0" "v3.1.1 3.1.1"; do
   set -- $step
   run kubectl-ql3 lock "$work/$1" --version "$2"
+  # What the upgrade will change, before it is prepared.
+  run kubectl-ql3 diff "$work/$1"
   head_token
   run kubectl-ql3 preflight "$work/$1" --transition upgrade --expected-head "$token" --out "$work/upgrade-$2.json"
   run kubectl-ql3 apply --preflight "$work/upgrade-$2.json" --receipts-dir "$receipts"
@@ -75,5 +78,9 @@ run kubectl-ql3 head -n "$ns"
 # Offline: no cluster is needed to check what was deployed.
 run ls "$receipts"
 run kubectl-ql3 receipt audit "$receipts" --release "$work/v3.1.0"
+# The operator's daily views: what the cluster holds against the Head, and
+# what happened over time.
+run kubectl-ql3 status -n "$ns"
+run kubectl-ql3 history "$receipts" -n "$ns"
 echo
 echo "demo done: 4 deployments, 4 receipts in one verified chain; stopping the control plane"
