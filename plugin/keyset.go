@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,25 +11,31 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/yaml"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/formats/keyset"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/keyledger"
 )
 
-func newCmdKeyset(streams genericiooptions.IOStreams) *cobra.Command {
+func newCmdKeyset(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keyset",
-		Short: "Verify identity keyset files and plan key rotations offline",
+		Short: "Verify, plan and publish identity keysets through a durable ledger",
 		Long: `An identity keyset is the file of reviewed public signing keys (JWKs) a
 package management host trusts, with a generation number and the append-only
-list of revoked key IDs. These commands work on files only and never contact a
-cluster. The format and its rules are in docs/keyset.md.`,
+list of revoked key IDs. verify and plan-rotation work on files only and never
+contact a cluster; publish writes a generation to a namespace through the
+keyset ledger, and rbac prints the permissions publish needs. The format and
+its rules are in docs/keyset.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdKeysetVerify(streams), newCmdKeysetPlanRotation(streams))
+	cmd.AddCommand(newCmdKeysetVerify(streams), newCmdKeysetPlanRotation(streams), newCmdKeysetPublish(flags, streams), newCmdKeysetRBAC(flags, streams))
 	return cmd
 }
 
@@ -382,6 +389,211 @@ func writeNew(path string, data []byte) error {
 	if err != nil {
 		_ = os.Remove(path)
 		return fail.Errorf(fail.Unavailable, "write %s: %w", path, err)
+	}
+	return nil
+}
+
+// keysetRBACHint ends a publish's missing-permission error.
+const keysetRBACHint = "`kubectl ql3 keyset rbac -n NAMESPACE` prints the least privilege"
+
+type keysetPublishOptions struct {
+	flags    *genericclioptions.ConfigFlags
+	streams  genericiooptions.IOStreams
+	read     keysetRead
+	file     string
+	previous string
+	confirm  bool
+}
+
+// keysetPublishReport is publish's result.
+type keysetPublishReport struct {
+	File string `json:"file"`
+	*keyledger.Result
+	// Note is the one thing publish cannot know.
+	Note string `json:"note"`
+}
+
+func newCmdKeysetPublish(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &keysetPublishOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "publish FILE",
+		Short: "Publish a keyset generation to a namespace through its durable ledger",
+		Long: `Publish the keyset generation in FILE to the namespace (-n, or the kubeconfig's):
+first the ledger Secret ` + keyledger.LedgerSecret + ` (the highest
+generation, the digest of every published generation and the revoked set),
+then the keyset Secret ` + keyledger.KeysetSecret + ` that the
+management host mounts (key ` + keyledger.KeysetKey + `). Each is a compare-and-swap write:
+of concurrent publishers exactly one wins; a write whose answer was lost is
+settled by reading it back.
+
+Before anything is written, FILE is judged against the ledger alone (the
+only memory left when every replica has restarted): a generation below the
+highest (rollback), the highest generation with another digest (rewrite), an
+active key dropped without being revoked, or a revocation removed is refused
+(exit 3). A keyset Secret holding a generation the ledger does not record is
+tamper (exit 5). --previous FILE must be the ledger's highest generation (the
+one the change was reviewed against); with no ledger yet it adopts a keyset
+Secret created before the first publish.
+
+A generation that revokes a key the published keyset still trusts needs
+--confirm-overlap-observed: publish it only after every replica has observed
+the overlap generation. publish never reports a revocation as in effect: a
+replica applies it only once it has loaded the new generation.
+
+If publish stops after the ledger write, rerun the same command: the ledger
+already records FILE and the keyset Secret is brought to it. The rules are in
+docs/keyset.md; the permissions in "kubectl ql3 keyset rbac".`,
+		Example: `  kubectl ql3 keyset publish ./keyset-8.json -n ql3-system --previous ./keyset-7.json
+  kubectl ql3 keyset publish ./keyset-9.json -n ql3-system --previous ./keyset-8.json --confirm-overlap-observed -o json`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.file = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	o.read.add(f)
+	f.StringVar(&o.previous, "previous", "", "the generation `FILE` the ledger is expected to hold as its highest (or, with no ledger, the one to adopt)")
+	f.BoolVar(&o.confirm, "confirm-overlap-observed", false, "confirm that every replica has observed the overlap generation, so FILE may revoke the keys it replaces")
+	registerOutputCompletion(cmd, "json", "yaml")
+	return cmd
+}
+
+func (o *keysetPublishOptions) Validate() error { return o.read.validate() }
+
+func (o *keysetPublishOptions) Run(ctx context.Context) error {
+	next, abs, err := o.read.read("", o.file)
+	if err != nil {
+		return err
+	}
+	req := keyledger.Request{Next: next, ConfirmOverlapObserved: o.confirm}
+	if o.previous != "" {
+		if req.Previous, _, err = o.read.read("--previous: ", o.previous); err != nil {
+			return err
+		}
+	}
+	ns, err := namespace(o.flags)
+	if err != nil {
+		return err
+	}
+	cs, err := clientset(o.flags)
+	if err != nil {
+		return err
+	}
+	res, err := keyledger.Publish(ctx, keyledger.Options{
+		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Review: cas.NewReview(cas.NewReviewer(cs)), Hint: keysetRBACHint,
+		Say: func(format string, args ...any) { fmt.Fprintf(o.streams.ErrOut, format+"\n", args...) },
+	}, req)
+	if err != nil {
+		return err
+	}
+	rep := keysetPublishReport{File: abs, Result: res, Note: publishNote(res)}
+	if o.read.output != "" {
+		return printObject(o.streams.Out, o.read.output, rep)
+	}
+	printKeysetPublish(o.streams.Out, rep)
+	return nil
+}
+
+// publishNote says what publish cannot observe.
+func publishNote(res *keyledger.Result) string {
+	n := fmt.Sprintf("replicas load generation %d when the kubelet refreshes their Secret volume; publish cannot observe which have", res.Generation)
+	if len(res.NewlyRevoked) > 0 {
+		n += fmt.Sprintf("; %s is revoked on a replica only once it has loaded generation %d, so the revocation is not known to be in effect cluster-wide", strings.Join(res.NewlyRevoked, ", "), res.Generation)
+	}
+	return n
+}
+
+func printKeysetPublish(w io.Writer, rep keysetPublishReport) {
+	fmt.Fprintf(w, "%s: generation %d (digest %s) in namespace %s\n", rep.File, rep.Generation, rep.Digest, rep.Namespace)
+	for _, s := range []struct {
+		what string
+		r    keyledger.SecretResult
+	}{{"ledger", rep.Ledger}, {"keyset", rep.Keyset}} {
+		settled := ""
+		if s.r.Settled {
+			settled = " (the answer was lost; settled by reading it back)"
+		}
+		fmt.Fprintf(w, "  %-7s secret/%s: %s%s\n", s.what, s.r.Name, s.r.Action, settled)
+	}
+	fmt.Fprintf(w, "ledger records %d generation(s)", rep.LedgerGenerations)
+	if rep.Adopted {
+		fmt.Fprint(w, ", starting with the adopted --previous")
+	}
+	if rep.Converged {
+		fmt.Fprint(w, "; the keyset Secret was behind the ledger and now holds its highest generation")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "note: %s\n", rep.Note)
+}
+
+type keysetRBACOptions struct {
+	flags     *genericclioptions.ConfigFlags
+	streams   genericiooptions.IOStreams
+	bindUser  string
+	bindGroup string
+	output    string
+}
+
+func newCmdKeysetRBAC(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &keysetRBACOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "rbac",
+		Short: "Print the least-privilege Role for keyset publish in a namespace",
+		Long: `Print the Role (and, with --bind-user or --bind-group, its RoleBinding) that
+"kubectl ql3 keyset publish" needs in the namespace (-n, or the kubeconfig's):
+get and update on the Secrets ` + keyledger.LedgerSecret + ` and
+` + keyledger.KeysetSecret + ` by name, and create on Secrets.
+
+Create cannot be limited by name: a create request carries no name in its
+URL, so RBAC ignores resourceNames for it, and the Role lets its holder create
+any Secret in the namespace. Publish needs create only for the first
+publish; drop that rule once both Secrets exist. No list, watch, patch or
+delete is needed. Publish also asks the API server whether it may
+(SelfSubjectAccessReview, granted to every authenticated user by the default
+system:basic-user ClusterRole). Nothing here contacts the cluster.`,
+		Example: `  kubectl ql3 keyset rbac -n ql3-system --bind-user keyset-publisher | kubectl apply -f -`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(o.output); err != nil {
+				return err
+			}
+			return o.Run()
+		},
+	}
+	cmd.Flags().StringVar(&o.bindUser, "bind-user", "", "also print a binding of the Role to the user `NAME`")
+	cmd.Flags().StringVar(&o.bindGroup, "bind-group", "", "also print a binding of the Role to the group `NAME`")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", outputUsage()+"; yaml is a multi-document stream, the others see a v1 List")
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *keysetRBACOptions) Run() error {
+	ns, err := namespace(o.flags)
+	if err != nil {
+		return err
+	}
+	if ns == "" {
+		return fail.Errorf(fail.Invalid, "no namespace: give -n NAMESPACE")
+	}
+	objs := keyledger.RBAC(ns, keyledger.Subject{User: o.bindUser, Group: o.bindGroup})
+	if o.output != outputYAML {
+		return printObject(o.streams.Out, o.output, newObjectList(objs))
+	}
+	for i, obj := range objs {
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(o.streams.Out, "---")
+		}
+		if _, err := o.streams.Out.Write(out); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		newCmdRBAC(flags, streams),
 		newCmdReceipt(streams),
 		newCmdOperation(streams),
-		newCmdKeyset(streams),
+		newCmdKeyset(flags, streams),
 		newCmdEnvBundle(streams),
 		newCmdPackage(streams),
 	)

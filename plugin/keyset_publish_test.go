@@ -1,0 +1,105 @@
+package plugin_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qinglong/kubectl-ql3/formats/keyset"
+	"github.com/qinglong/kubectl-ql3/keyledger"
+)
+
+// keyset publish through the built binary: a rotation, the revocation
+// gate, a rollback refused with exit 3, and the JSON report.
+func TestKeysetPublishCLI(t *testing.T) {
+	ns := cp.Namespace(t)
+	dir := t.TempDir()
+	a, b := ksJWK("a", 2), ksJWK("b", 4)
+	g1 := ksWrite(t, dir, "keyset-1.json", &keyset.Keyset{Generation: 1, Keys: []keyset.JWK{a}, RevokedKids: []string{}})
+	g2 := ksWrite(t, dir, "keyset-2.json", &keyset.Keyset{Generation: 2, Keys: []keyset.JWK{a, b}, RevokedKids: []string{}})
+	g3k := &keyset.Keyset{Generation: 3, Keys: []keyset.JWK{b}, RevokedKids: []string{"a"}}
+	g3 := ksWrite(t, dir, "keyset-3.json", g3k)
+
+	out := mustRun(t, nil, "keyset", "publish", g1, "-n", ns)
+	if !strings.Contains(out, "secret/"+keyledger.LedgerSecret+": created") || !strings.Contains(out, "secret/"+keyledger.KeysetSecret+": created") {
+		t.Fatalf("first publish printed:\n%s", out)
+	}
+	mustRun(t, nil, "keyset", "publish", g2, "-n", ns, "--previous", g1)
+
+	stdout, stderr, code := run(t, nil, "keyset", "publish", g3, "-n", ns, "--previous", g2)
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "--confirm-overlap-observed") {
+		t.Fatalf("revoking without confirmation: exit %d, stdout %q, stderr %q; want exit 2 naming the flag", code, stdout, stderr)
+	}
+	out = mustRun(t, nil, "keyset", "publish", g3, "-n", ns, "--previous", g2, "--confirm-overlap-observed", "-o", "json")
+	var rep struct {
+		Generation   int64    `json:"generation"`
+		Digest       string   `json:"digest"`
+		NewlyRevoked []string `json:"newlyRevoked"`
+		Note         string   `json:"note"`
+		Ledger       struct {
+			Action string `json:"action"`
+		} `json:"ledger"`
+		LedgerGenerations int `json:"ledgerGenerations"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if rep.Generation != 3 || rep.Digest != ksDigest(t, g3k) || !slices.Equal(rep.NewlyRevoked, []string{"a"}) ||
+		rep.Ledger.Action != "updated" || rep.LedgerGenerations != 3 || !strings.Contains(rep.Note, "not known to be in effect cluster-wide") {
+		t.Fatalf("report: %+v", rep)
+	}
+	stdout, stderr, code = run(t, nil, "keyset", "publish", g2, "-n", ns)
+	if code != 3 || stdout != "" || !strings.Contains(stderr, "below the ledger's highest generation 3") {
+		t.Fatalf("rollback: exit %d, stderr %q; want exit 3", code, stderr)
+	}
+}
+
+// The Role keyset rbac prints, bound to a user with no other rights, is
+// enough for that user's publish through the binary.
+func TestKeysetRBACCLI(t *testing.T) {
+	ns := cp.Namespace(t)
+	out := mustRun(t, nil, "keyset", "rbac", "-n", ns)
+	for _, want := range []string{"kind: Role", keyledger.LedgerSecret, keyledger.KeysetSecret, "cannot be limited by name"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("rbac yaml lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustRun(t, nil, "keyset", "rbac", "-n", ns, "--bind-user", "kpub", "-o", "json")
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Items) != 2 {
+		t.Fatalf("rbac -o json: %v, %d items\n%s", err, len(list.Items), out)
+	}
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	if err := json.Unmarshal(list.Items[0], &role); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(list.Items[1], &binding); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin := cp.Clientset()
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := cp.Kubeconfig("kpub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := ksWrite(t, t.TempDir(), "keyset-1.json", &keyset.Keyset{Generation: 1, Keys: []keyset.JWK{ksJWK("a", 2)}, RevokedKids: []string{}})
+	mustRun(t, []string{"KUBECONFIG=" + kc}, "keyset", "publish", g1, "-n", ns)
+	stdout, stderr, code := run(t, []string{"KUBECONFIG=" + kc}, "keyset", "publish", g1, "-n", "default")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "lacks") {
+		t.Fatalf("publish outside the granted namespace: exit %d, stderr %q; want exit 2 listing what is missing", code, stderr)
+	}
+}
