@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var docBlockRE = regexp.MustCompile("(?ms)^```[a-z]+ (keyset|canonical|digest)=(\\S+)\n(.*?)^```$")
+var docBlockRE = regexp.MustCompile("(?ms)^```[a-z]+ (keyset|canonical|digest|ledger)=(\\S+)\n(.*?)^```$")
 
 // TestKeysetDoc recomputes the worked example of docs/keyset.md: the
 // example file parses, its canonical JSON and digest are the documented
@@ -41,5 +41,17 @@ func TestKeysetDoc(t *testing.T) {
 	}
 	if d, err := k.Digest(); err != nil || d != digest {
 		t.Fatalf("Digest = %s, %v; doc says %s", d, err, digest)
+	}
+	// The ledger the example generation starts, as documented.
+	ledger := strings.TrimSpace(blocks["ledger=example"])
+	l, err := NewLedger(nil, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := l.Bytes(); err != nil || string(b) != ledger {
+		t.Fatalf("ledger of the example:\n got %s\nwant %s", b, ledger)
+	}
+	if _, err := ParseLedger([]byte(ledger)); err != nil {
+		t.Fatalf("the documented ledger does not parse: %v", err)
 	}
 }
