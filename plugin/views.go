@@ -174,9 +174,13 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 			if d.Subresource != "" {
 				sub = "/" + d.Subresource
 			}
-			fmt.Fprintf(w, "            %s now owned by %q (%s%s %s)\n", d.Field, d.Manager, d.Operation, sub, d.Time)
+			when := ""
+			if d.Time != "" {
+				when = " " + d.Time
+			}
+			fmt.Fprintf(w, "            %s now owned by %q (%s%s%s)\n", d.Field, d.Manager, d.Operation, sub, when)
 		}
-		if s.State != views.StateInSync && s.Message != "" {
+		if s.Message != "" && (s.State == views.StateMissing || s.Status != "Current") {
 			fmt.Fprintf(w, "            %s\n", s.Message)
 		}
 	}

@@ -267,6 +267,7 @@ func TestCLIViews(t *testing.T) {
 		}
 	}
 	out, _, code = run(t, nil, "status", "-n", ns)
+	t.Logf("status after edit, delete and scale:\n%s", out)
 	if code != 3 || !strings.Contains(out, `.data.log-level now owned by "hotfixer"`) || !strings.Contains(out, "missing") {
 		t.Errorf("status human output: exit %d\n%s", code, out)
 	}

@@ -79,7 +79,7 @@ type StatusReport struct {
 func (r *StatusReport) Err() error {
 	switch {
 	case r.Missing > 0 || r.Drifted > 0:
-		return fail.Errorf(fail.Conflict, "status %s: %d missing, %d drifted, %d not Current of %d objects: investigate before the next preflight (an upgrade reapplies drifted fields; --force-conflicts takes them over)", r.Namespace, r.Missing, r.Drifted, r.NotCurrent, len(r.Objects))
+		return fail.Errorf(fail.Conflict, "status %s: %d missing, %d drifted, %d not Current of %d objects: investigate before the next preflight (its dry-run reports drifted fields as conflicts; --force-conflicts takes them over)", r.Namespace, r.Missing, r.Drifted, r.NotCurrent, len(r.Objects))
 	case r.Applying != nil:
 		return fail.Errorf(fail.Conflict, "status %s: the Head is applying generation %d under mutation %s: %s", r.Namespace, r.Generation, r.Applying.MutationID, r.Applying.Resume)
 	case r.NotCurrent > 0:
