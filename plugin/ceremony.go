@@ -284,13 +284,15 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	}
 	if diff != nil {
 		diff.Namespace, diff.Version = res.Record.Target.Namespace, res.Record.Release.Version
-		if o.cf.output != "" {
+		if o.cf.output != "" && o.cf.output != outputName {
 			return o.cf.print(o.streams.Out, struct {
 				*ceremony.PreflightResult
 				Diff *views.DiffReport `json:"diff"`
 			}{res, diff}, nil)
 		}
-		printDiff(o.streams.Out, diff)
+		if o.cf.output == "" {
+			printDiff(o.streams.Out, diff)
+		}
 	}
 	return o.cf.print(o.streams.Out, res, func() {
 		fmt.Fprintf(o.streams.Out, "preflight %s\nrecord: %s\nnext: kubectl ql3 apply --preflight %s\n", res.Record.SelfDigest, res.Path, res.Path)

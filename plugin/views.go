@@ -15,6 +15,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/views"
 )
 
@@ -46,7 +47,8 @@ Secret values are never shown: a changed key reads "(value changed)".
 Nothing is written. Exit 0, or with --exit-code 1 when anything would change.`,
 		Example: `  kubectl ql3 diff ./release
   kubectl ql3 diff ./release -o json     # the structured change list, for CI
-  kubectl ql3 diff ./release --exit-code # 0: no change, 1: changes`,
+  kubectl ql3 diff ./release --exit-code # 0: no change, 1: changes
+  kubectl ql3 diff ./release -o name     # the objects that would be created or changed`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
@@ -77,7 +79,18 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := o.cf.print(o.streams.Out, rep, func() { printDiff(o.streams.Out, rep) }); err != nil {
+	if o.cf.output == outputName {
+		// -o name: the objects that would be created or changed.
+		var ids []inventory.Identity
+		for _, ch := range rep.Objects {
+			if ch.Change != views.Unchanged {
+				ids = append(ids, ch.Object)
+			}
+		}
+		if err := printIdentityNames(o.streams.Out, ids); err != nil {
+			return err
+		}
+	} else if err := o.cf.print(o.streams.Out, rep, func() { printDiff(o.streams.Out, rep) }); err != nil {
 		return err
 	}
 	if o.exitCode && rep.HasChanges() {

@@ -145,6 +145,23 @@ func TestCLIViews(t *testing.T) {
 	if err != nil || rec.DiffDigest != rep.Digest {
 		t.Fatalf("preflight record diffDigest %q, diff printed %s (%v)", rec.DiffDigest, rep.Digest, err)
 	}
+	// Again with -o json: a replay of the same record, the change list
+	// in the result.
+	out, stderr, code = run(t, nil, append([]string{"preflight", v311, "--transition", "upgrade", "--expected-head", headToken(t, nil, ns), "--out", pf, "--diff", "-o", "json"}, sec...)...)
+	canaries("preflight --diff -o json", out+stderr)
+	var pres struct {
+		Replayed bool              `json:"replayed"`
+		Diff     *views.DiffReport `json:"diff"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &pres) != nil || !pres.Replayed || pres.Diff == nil || pres.Diff.Digest != rep.Digest {
+		t.Fatalf("preflight --diff -o json: exit %d\n%s\n%s", code, out, stderr)
+	}
+	out = mustRun(t, nil, append([]string{"diff", v311, "-o", "name"}, sec...)...)
+	for _, want := range []string{"configmap/ql3-config\n", "secret/ql3-token\n", "deployment.apps/ql3-worker\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff -o name lacks %q:\n%s", want, out)
+		}
+	}
 	key, _ := writeEd25519(t, work, "ops")
 	mustRun(t, nil, append([]string{"apply", "--preflight", pf, "--receipts-dir", rdir, "--sign-key", key}, sec...)...)
 	mustRun(t, nil, append([]string{"rollback", v310, "--expected-head", headToken(t, nil, ns), "--out", filepath.Join(work, "rollback.json"), "--receipts-dir", rdir}, sec...)...)
