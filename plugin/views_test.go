@@ -85,6 +85,13 @@ func TestCLIViews(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Changed != 1 || rep.Unchanged != 0 || rep.Created != len(rep.Objects)-1 {
 		t.Fatalf("diff before install: exit %d %+v\n%s", code, rep, stderr)
 	}
+	for _, o := range rep.Objects {
+		// The Widget's kind comes with the release's CRD: not dry-run
+		// yet, the rendered object stands in, and the entry says so.
+		if (o.Object.Kind == "Widget") != (o.Note != "") {
+			t.Errorf("%s: note %q", o.Object, o.Note)
+		}
+	}
 	pf := filepath.Join(work, "install.json")
 	mustRun(t, nil, append([]string{"preflight", v310, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf}, sec...)...)
 	mustRun(t, nil, append([]string{"apply", "--preflight", pf, "--receipts-dir", rdir}, sec...)...)

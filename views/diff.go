@@ -9,6 +9,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -174,8 +175,8 @@ func diffOne(ctx context.Context, c Differ, req DiffRequest, u *unstructured.Uns
 	switch {
 	case apierrors.IsNotFound(err):
 		live = nil
-	case err != nil && releaseNS[id.Namespace] || err != nil && kinds[u.GroupVersionKind().Group+"/"+id.Kind]:
-		// The kind is not served yet, or the namespace does not exist:
+	case meta.IsNoMatchError(err) && kinds[u.GroupVersionKind().Group+"/"+id.Kind]:
+		// The kind comes with this release's CRD and is not served yet:
 		// the object cannot exist either.
 		live = nil
 	case err != nil:
@@ -183,7 +184,8 @@ func diffOne(ctx context.Context, c Differ, req DiffRequest, u *unstructured.Uns
 	}
 	after, err := c.Apply(ctx, u, req.FieldManager, req.ForceConflicts, true)
 	if err != nil {
-		if live == nil && (releaseNS[id.Namespace] || kinds[u.GroupVersionKind().Group+"/"+id.Kind]) {
+		notYet := meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
+		if live == nil && notYet && (releaseNS[id.Namespace] || kinds[u.GroupVersionKind().Group+"/"+id.Kind]) {
 			after = u
 			ch.Note = "rendered object: its namespace or CRD is created by this release, so it cannot be dry-run yet"
 		} else {
