@@ -1,11 +1,13 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -117,9 +119,12 @@ func printDiff(w io.Writer, rep *views.DiffReport) {
 }
 
 type statusOptions struct {
-	flags   *genericclioptions.ConfigFlags
-	streams genericiooptions.IOStreams
-	output  string
+	flags    *genericclioptions.ConfigFlags
+	streams  genericiooptions.IOStreams
+	output   string
+	watch    bool
+	interval time.Duration
+	timeout  time.Duration
 }
 
 func newCmdStatus(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -134,18 +139,26 @@ applied, from managedFields) or not-current (kstatus). A Head left applying
 is shown with its mutation id, since when, and what resume would do.
 Exit 0 when in sync and Current; 3 when an object is missing or drifted or
 the Head is applying; 4 when objects are only not Current yet; 5 for a
-tampered Head; 2 when there is no Head.`,
+tampered Head; 2 when there is no Head. --watch reads again until everything
+is in sync and Current, or --timeout passes.`,
 		Example: `  kubectl ql3 status -n ql3-demo
-  kubectl ql3 status -n ql3-demo -o json`,
+  kubectl ql3 status -n ql3-demo -o json
+  kubectl ql3 status -n ql3-demo --watch --timeout 10m   # until in sync and Current`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
 				return err
 			}
+			if o.interval <= 0 || o.timeout <= 0 {
+				return fail.Errorf(fail.Invalid, "--interval and --timeout must be positive")
+			}
 			return o.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "read again every --interval, printing each report that differs from the last, until everything is in sync and Current (exit 0) or --timeout passes (the last report's exit code)")
+	cmd.Flags().DurationVar(&o.interval, "interval", 2*time.Second, "pause between reads with --watch")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long --watch waits")
 	registerOutputCompletion(cmd, outputJSON, outputYAML)
 	return cmd
 }
@@ -159,19 +172,40 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, err := views.Status(ctx, cl, ns, defaultParallelism)
-	if err != nil {
-		return err
+	deadline := time.Now().Add(o.timeout)
+	var last []byte
+	for {
+		rep, err := views.Status(ctx, cl, ns, defaultParallelism)
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		if o.output != "" {
+			err = printObject(&buf, o.output, rep)
+		} else {
+			printStatus(&buf, rep)
+		}
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(buf.Bytes(), last) {
+			if last != nil && o.output == "" {
+				fmt.Fprintln(o.streams.Out)
+			}
+			if _, err := o.streams.Out.Write(buf.Bytes()); err != nil {
+				return err
+			}
+			last = buf.Bytes()
+		}
+		if err := rep.Err(); err == nil || !o.watch || time.Now().Add(o.interval).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return rep.Err()
+		case <-time.After(o.interval):
+		}
 	}
-	if o.output != "" {
-		err = printObject(o.streams.Out, o.output, rep)
-	} else {
-		printStatus(o.streams.Out, rep)
-	}
-	if err != nil {
-		return err
-	}
-	return rep.Err()
 }
 
 func printStatus(w io.Writer, rep *views.StatusReport) {

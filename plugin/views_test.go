@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -231,6 +232,9 @@ func TestCLIViews(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "generation 3 (committed), rollback 3.1.0") {
 		t.Fatalf("status after rollback: exit %d\n%s\n%s", code, out, stderr)
 	}
+	if out, stderr, code := run(t, nil, "status", "-n", ns, "--watch"); code != 0 || strings.Count(out, "Head:") != 1 {
+		t.Fatalf("status --watch in sync: exit %d\n%s\n%s", code, out, stderr)
+	}
 	if after := writesIn(); after != before {
 		t.Fatalf("diff, history and status wrote %d time(s) to %s", after-before, ns)
 	}
@@ -294,6 +298,13 @@ func TestCLIViews(t *testing.T) {
 	t.Logf("status after edit, delete and scale:\n%s", out)
 	if code != 3 || !strings.Contains(out, `.data.log-level now owned by "hotfixer"`) || !strings.Contains(out, "missing") {
 		t.Errorf("status human output: exit %d\n%s", code, out)
+	}
+	// --watch gives up at --timeout with the last report's class, having
+	// printed an unchanged report once.
+	start := time.Now()
+	out, _, code = run(t, nil, "status", "-n", ns, "--watch", "--interval", "200ms", "--timeout", "1s")
+	if code != 3 || strings.Count(out, "Head:") != 1 || time.Since(start) < 800*time.Millisecond {
+		t.Errorf("status --watch while drifted: exit %d after %s\n%s", code, time.Since(start), out)
 	}
 	if _, err := cs.CoreV1().Services(ns).Get(ctx, "ql3-admin", metav1.GetOptions{}); err == nil {
 		t.Errorf("status recreated the deleted Service")
