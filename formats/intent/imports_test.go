@@ -1,29 +1,14 @@
 package intent
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/qinglong/kubectl-ql3/internal/importtest"
 )
 
 // A pure format: intent never imports client-go, kustomize, the CAS
 // kernel, the ceremony, the plugin or the renderer (inventory; its leaf
 // inventory/canon is allowed).
 func TestPureFormatImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("go list -deps printed too little to judge: %q", out)
-	}
-	const mod = "github.com/qinglong/kubectl-ql3/"
-	for _, d := range deps {
-		for _, banned := range []string{"k8s.io/client-go", "sigs.k8s.io/kustomize", mod + "cas", mod + "ceremony", mod + "plugin", mod + "inventory"} {
-			if (d == banned || strings.HasPrefix(d, banned+"/")) && d != mod+"inventory/canon" {
-				t.Errorf("intent depends on %s", d)
-			}
-		}
-	}
+	importtest.Forbid(t, []string{"."}, []string{"k8s.io/client-go", "sigs.k8s.io/kustomize", "./cas", "./ceremony", "./plugin", "./inventory"}, "./inventory/canon")
 }

@@ -44,7 +44,7 @@ var rules = []rule{
 	{"pure formats are leaves", []string{"formats"},
 		[]string{"ceremony", "receipts", "audits", "pointer", "worker", "keyledger", "envbundle"}, nil},
 	{"test machinery never ships", []string{""},
-		[]string{"internal/testcluster", "internal/faults"}, []string{"internal/testcluster", "internal/faults"}},
+		[]string{"internal/testcluster", "internal/faults", "internal/importtest"}, []string{"internal/testcluster", "internal/faults", "internal/importtest"}},
 }
 
 func under(path string, prefixes []string) bool {
