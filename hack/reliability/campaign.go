@@ -646,6 +646,12 @@ func (s *syncBuffer) WriteString(v string) {
 	s.mu.Unlock()
 }
 
+// Write makes it an io.Writer (the ceremony's Progress).
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.WriteString(string(p))
+	return len(p), nil
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

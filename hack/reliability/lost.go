@@ -4,31 +4,112 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
-// lossRT executes every request, and for the mutations that drop() picks
-// throws the answer away and reports a broken connection: the write
-// happened, the client cannot know.
-type lossRT struct {
+// faultKind is how a run hides the answer to a mutation it picks. Either
+// way the request reaches the API server and is carried out; only what the
+// client learns changes (internal/faults).
+type faultKind int
+
+const (
+	// lost: the answer is thrown away and the client sees a broken
+	// connection.
+	lost faultKind = iota
+	// held: the answer is held back past the client's timeout
+	// (rest.Config.Timeout, what --request-timeout sets), so the client
+	// gives up with a timeout.
+	held
+)
+
+// The held kind's timing: the faulty client's timeout, and how long a
+// picked answer is held (well past it).
+const (
+	heldClientTimeout = 1 * time.Second
+	heldFor           = 3 * time.Second
+)
+
+func (k faultKind) String() string {
+	if k == held {
+		return "held"
+	}
+	return "lost"
+}
+
+// install puts a fault of kind k on cfg for the mutations pick chooses,
+// and returns it with a recorder of the writes it hid that landed (2xx).
+func (k faultKind) install(cfg *rest.Config, pick func(*http.Request, []byte) bool) (*faults.Fault, *landedWrites) {
+	rec := &landedWrites{}
+	// The recorder sits under the fault: it sees the server's answer
+	// before the fault hides it, on the same request.
+	cfg.Wrap(rec.wrap)
+	match := func(r *http.Request, body []byte) bool {
+		code, _ := rec.codes.LoadAndDelete(r)
+		if !isMutation(r) || !pick(r, body) {
+			return false
+		}
+		if c, ok := code.(int); ok && c >= 200 && c < 300 {
+			rec.add(fmt.Sprintf("%s %s (%d)", r.Method, r.URL.Path, c))
+		}
+		return true
+	}
+	var f *faults.Fault
+	if k == held {
+		cfg.Timeout = heldClientTimeout
+		f = faults.Delay(cfg, match, heldFor)
+	} else {
+		f = faults.Drop(cfg, match)
+	}
+	f.Times = -1 // pick decides, every time
+	return f, rec
+}
+
+// landedWrites records the status of every answer by request, and the
+// writes whose answer a fault hid although they landed: the writes no
+// message may call unwritten.
+type landedWrites struct {
 	next  http.RoundTripper
-	drop  func(req *http.Request, body []byte) bool
-	fired atomic.Int32
-	seen  atomic.Int32 // mutations seen
+	codes sync.Map // *http.Request -> status code, until the fault's matcher takes it
+	mu    sync.Mutex
+	list  []string
+}
+
+func (l *landedWrites) wrap(rt http.RoundTripper) http.RoundTripper { l.next = rt; return l }
+
+func (l *landedWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err == nil {
+		l.codes.Store(req, resp.StatusCode)
+	}
+	return resp, err
+}
+
+func (l *landedWrites) add(w string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.list = append(l.list, w)
+}
+
+func (l *landedWrites) writes() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.list...)
 }
 
 func isMutation(req *http.Request) bool {
@@ -39,26 +120,29 @@ func isMutation(req *http.Request) bool {
 	return false
 }
 
-func (l *lossRT) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !isMutation(req) {
-		return l.next.RoundTrip(req)
-	}
-	var body []byte
-	if req.Body != nil && req.GetBody != nil {
-		if rc, err := req.GetBody(); err == nil {
-			body, _ = io.ReadAll(rc)
-			rc.Close()
+// clientTimeouts counts the progress lines that report a write whose
+// answer did not arrive because the client's timeout ended the request.
+func clientTimeouts(progress string) int {
+	n := 0
+	for _, l := range strings.Split(progress, "\n") {
+		if strings.Contains(l, "did not arrive") && (strings.Contains(l, "deadline exceeded") || strings.Contains(l, "Client.Timeout")) {
+			n++
 		}
 	}
-	l.seen.Add(1)
-	resp, err := l.next.RoundTrip(req)
-	if err != nil || !l.drop(req, body) {
-		return resp, err
+	return n
+}
+
+// nothingWritten finds the lines of text that claim a write did not
+// happen.
+func nothingWritten(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		low := strings.ToLower(l)
+		if strings.Contains(low, "nothing was written") || strings.Contains(low, "nothing of ours was written") {
+			out = append(out, l)
+		}
 	}
-	l.fired.Add(1)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return nil, fmt.Errorf("injected fault: response lost after the server executed %s %s", req.Method, req.URL.Path)
+	return out
 }
 
 // A mutation point: a predicate on a mutating request.
@@ -180,9 +264,35 @@ func everyMutation(p float64, upgrade bool) faultPlan {
 	}}
 }
 
-// caseLostResponses: every mutation point once, then random plans.
+// quickHeld names the plans the quick campaign also runs with the answer
+// held: a create, an apply and an update.
+var quickHeld = map[string]bool{"head create (install)": true, "apply Deployment/ql3-worker (install)": true, "head commit (upgrade)": true}
+
+// kindStats counts one fault kind's runs.
+type kindStats struct {
+	runs, converged, firstOK, firstUnavailable, faulted, landed, timeouts, falseClaims atomic.Int64
+}
+
+func (s *kindStats) observed(k faultKind) string {
+	how := "dropped"
+	if k == held {
+		how = fmt.Sprintf("held %s past a %s client timeout", heldFor, heldClientTimeout)
+	}
+	return fmt.Sprintf("%s %d/%d converged (%d answers %s, %d of them to writes that landed, %d client timeouts settled; first run: %d ok, %d exit 4 then rerun; %d \"nothing was written\" claims)",
+		k, s.converged.Load(), s.runs.Load(), s.faulted.Load(), how, s.landed.Load(), s.timeouts.Load(), s.firstOK.Load(), s.firstUnavailable.Load(), s.falseClaims.Load())
+}
+
+func (s *kindStats) details() map[string]any {
+	return map[string]any{"runs": s.runs.Load(), "converged": s.converged.Load(), "faultedAnswers": s.faulted.Load(),
+		"faultedAnswersToLandedWrites": s.landed.Load(), "clientTimeoutsSettled": s.timeouts.Load(), "firstRunCommitted": s.firstOK.Load(),
+		"firstRunUnavailable": s.firstUnavailable.Load(), "falseNothingWrittenClaims": s.falseClaims.Load()}
+}
+
+// caseLostResponses: every mutation point once, then random plans; each
+// plan once with its answers lost and once with them held past the
+// client's timeout (the quick campaign holds only quickHeld's).
 func caseLostResponses(c *campaign, cs *caseState) []Row {
-	row := Row{Case: "lost responses", Expected: "every run converges by rerun to one committed Head, byte-identical receipts"}
+	row := Row{Case: "lost responses", Expected: "every run, answer lost or held past the client timeout, converges by rerun to one committed Head, byte-identical receipts; no message says nothing was written for a write that landed"}
 	pts, err := c.mutationPoints()
 	if err != nil {
 		cs.failf("mutation points: %v", err)
@@ -220,111 +330,161 @@ func caseLostResponses(c *campaign, cs *caseState) []Row {
 			plans = append(plans, everyMutation(0.1+0.4*rng.Float64(), up))
 		}
 	}
-	row.Runs = len(plans)
-	var converged, firstOK, firstUnavailable, dropped atomic.Int64
-	c.parallel(len(plans), func(i int) {
-		fired, class, err := c.lostRun(plans[i], cs.rng(i))
-		dropped.Add(int64(fired))
+	// A run is a plan and a kind; both kinds of a plan draw the same
+	// random numbers (cs.rng(plan index)).
+	type job struct {
+		plan int
+		kind faultKind
+	}
+	var jobs []job
+	for _, kind := range []faultKind{lost, held} {
+		for i, p := range plans {
+			if kind == held && c.cfg.Quick && !quickHeld[p.desc] {
+				continue
+			}
+			jobs = append(jobs, job{i, kind})
+		}
+	}
+	row.Runs = len(jobs)
+	stats := map[faultKind]*kindStats{lost: {}, held: {}}
+	c.parallel(len(jobs), func(j int) {
+		i, kind := jobs[j].plan, jobs[j].kind
+		st := stats[kind]
+		st.runs.Add(1)
+		r, err := c.lostRun(plans[i], kind, cs.rng(i))
+		st.faulted.Add(int64(r.faulted))
+		st.landed.Add(int64(len(r.landed)))
+		st.timeouts.Add(int64(r.timeouts))
+		if len(r.claims) > 0 {
+			st.falseClaims.Add(int64(len(r.claims)))
+			cs.failf("run %d (%s, answer %s): said %q although the write(s) it hid had landed: %s [replay: -seed %d -case lost]",
+				i, plans[i].desc, kind, r.claims, strings.Join(r.landed, ", "), cs.seed)
+		}
 		if err != nil {
-			cs.failf("run %d (%s): %v [replay: -seed %d -case lost]", i, plans[i].desc, err, cs.seed)
+			cs.failf("run %d (%s, answer %s): %v [replay: -seed %d -case lost]", i, plans[i].desc, kind, err, cs.seed)
 			return
 		}
-		converged.Add(1)
-		if class == "ok" {
-			firstOK.Add(1)
+		st.converged.Add(1)
+		if r.class == "ok" {
+			st.firstOK.Add(1)
 		} else {
-			firstUnavailable.Add(1)
+			st.firstUnavailable.Add(1)
 		}
 	})
-	row.Observed = fmt.Sprintf("%d/%d converged (%d responses dropped; first run: %d ok, %d exit 4 then rerun)",
-		converged.Load(), row.Runs, dropped.Load(), firstOK.Load(), firstUnavailable.Load())
-	row.Pass = converged.Load() == int64(row.Runs)
-	row.Details = map[string]any{"mutationPoints": len(pts), "droppedResponses": dropped.Load(),
-		"firstRunCommitted": firstOK.Load(), "firstRunUnavailable": firstUnavailable.Load()}
+	row.Observed = stats[lost].observed(lost) + "; " + stats[held].observed(held)
+	row.Pass = stats[lost].converged.Load()+stats[held].converged.Load() == int64(row.Runs) &&
+		stats[lost].falseClaims.Load()+stats[held].falseClaims.Load() == 0
+	row.Details = map[string]any{"mutationPoints": len(pts), "plans": len(plans),
+		"heldClientTimeoutSeconds": heldClientTimeout.Seconds(), "heldForSeconds": heldFor.Seconds(),
+		"lost": stats[lost].details(), "held": stats[held].details()}
 	return []Row{row}
 }
 
-// lostRun is one run: a faulty apply, a rerun (resume if it left the Head
-// applying), the end-state check, and a replay.
-func (c *campaign) lostRun(plan faultPlan, rng *rand.Rand) (fired int32, class string, err error) {
+// lostResult is what one run saw.
+type lostResult struct {
+	faulted int      // answers the fault hid
+	landed  []string // the hidden answers' writes that landed (2xx)
+	claims  []string // lines of the first run that say nothing was written, when some hidden write had landed
+	// timeouts counts the first run's progress lines that report an answer
+	// that did not arrive because the client's timeout ended the request.
+	timeouts int
+	class    string // the first run: "ok" or "unavailable"
+}
+
+// lostRun is one run: a faulty apply (answers lost or held, as kind says),
+// a rerun (resume if it left the Head applying), the end-state check, and
+// a replay.
+func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res lostResult, err error) {
 	ns, err := c.namespace("lost")
 	if err != nil {
-		return 0, "", err
+		return res, err
 	}
 	rdir := c.work + "/receipts/" + ns
 	clean, err := c.adminOptions(rdir)
 	if err != nil {
-		return 0, "", err
+		return res, err
 	}
 	v300, err := c.release("v3.0.0", ns, "")
 	if err != nil {
-		return 0, "", err
+		return res, err
 	}
-	dir, kind, exp, gen := v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}, int64(1)
+	dir, transition, exp, gen := v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}, int64(1)
 	if plan.upgrade {
 		if _, err := c.deploy(clean, v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}); err != nil {
-			return 0, "", fmt.Errorf("clean install: %w", err)
+			return res, fmt.Errorf("clean install: %w", err)
 		}
 		h, err := c.head(ns)
 		if err != nil {
-			return 0, "", err
+			return res, err
 		}
 		if dir, err = c.release("v3.1.0", ns, ""); err != nil {
-			return 0, "", err
+			return res, err
 		}
-		kind, exp, gen = ceremony.TransitionUpgrade, h.Expected(), 2
+		transition, exp, gen = ceremony.TransitionUpgrade, h.Expected(), 2
 	}
-	pf, err := c.preflight(clean, dir, kind, exp)
+	pf, err := c.preflight(clean, dir, transition, exp)
 	if err != nil {
-		return 0, "", fmt.Errorf("preflight: %w", err)
+		return res, fmt.Errorf("preflight: %w", err)
 	}
 	cfg := c.cp.RESTConfig()
 	cfg.QPS, cfg.Burst = 500, 1000
-	lrt := &lossRT{drop: plan.drop(ns, rng)}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { lrt.next = rt; return lrt })
+	fault, rec := kind.install(cfg, plan.drop(ns, rng))
 	faulty, err := c.options(cfg, rdir)
 	if err != nil {
-		return 0, "", err
+		return res, err
 	}
+	var progress syncBuffer
+	faulty.Progress = &progress
 	ctx := context.Background()
 	first, ferr := ceremony.RunApply(ctx, faulty, ceremony.ApplyRequest{Preflight: pf.Record})
-	fired = lrt.fired.Load()
-	if plan.mustHit && fired == 0 {
-		return fired, "", fmt.Errorf("the fault never fired: the run exercised nothing")
+	res.faulted, res.landed = fault.Fired(), rec.writes()
+	if len(res.landed) > 0 {
+		said := progress.String()
+		if ferr != nil {
+			said += "\n" + ferr.Error()
+		}
+		res.claims = nothingWritten(said)
+	}
+	res.timeouts = clientTimeouts(progress.String())
+	if plan.mustHit && res.faulted == 0 {
+		return res, fmt.Errorf("the fault never fired: the run exercised nothing")
+	}
+	if kind == held && res.faulted > 0 && res.timeouts == 0 {
+		return res, fmt.Errorf("%d answer(s) held past the client timeout, but no progress line reports a client timeout:\n%s", res.faulted, progress.String())
 	}
 	var firstReceipt []byte
 	switch {
 	case ferr == nil:
-		class = "ok"
+		res.class = "ok"
 		if first.Outcome != "committed" {
-			return fired, "", fmt.Errorf("first run: outcome %q", first.Outcome)
+			return res, fmt.Errorf("first run: outcome %q", first.Outcome)
 		}
 		firstReceipt = readFile(first.Receipt)
 	case fail.Is(ferr, fail.Unavailable):
-		class = "unavailable"
+		res.class = "unavailable"
 	default:
-		return fired, "", fmt.Errorf("first run: %v (class %v), want success or unavailable", ferr, fail.ClassOf(ferr))
+		return res, fmt.Errorf("first run: %v (class %v), want success or unavailable", ferr, fail.ClassOf(ferr))
 	}
 	h, err := c.head(ns)
 	if err != nil {
-		return fired, class, err
+		return res, err
 	}
 	resume := h != nil && h.Phase == ceremony.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest
 	if _, err := ceremony.RunApply(ctx, clean, ceremony.ApplyRequest{Preflight: pf.Record, Resume: resume}); err != nil {
-		return fired, class, fmt.Errorf("rerun (resume=%v, head %s): %v", resume, describeHead(h), err)
+		return res, fmt.Errorf("rerun (resume=%v, head %s): %v", resume, describeHead(h), err)
 	}
 	_, want, err := c.checkConverged(ns, pf.Record, gen, rdir)
 	if err != nil {
-		return fired, class, err
+		return res, err
 	}
 	if firstReceipt != nil && !bytes.Equal(firstReceipt, want) {
-		return fired, class, fmt.Errorf("the first run's receipt differs from the converged one")
+		return res, fmt.Errorf("the first run's receipt differs from the converged one")
 	}
 	again, err := ceremony.RunApply(ctx, clean, ceremony.ApplyRequest{Preflight: pf.Record})
 	if err != nil || again.Outcome != "replayed" || again.ReceiptState != "replayed" || !bytes.Equal(readFile(again.Receipt), want) {
-		return fired, class, fmt.Errorf("replay: %+v, %v", again, err)
+		return res, fmt.Errorf("replay: %+v, %v", again, err)
 	}
-	return fired, class, nil
+	return res, nil
 }
 
 func readFile(path string) []byte {
