@@ -1,8 +1,10 @@
 // Command bench measures the kubectl-ql3 ceremony on a local control plane
 // (etcd, kube-apiserver and kube-controller-manager 1.37.2, started here)
 // against bare `kubectl apply --server-side` and against a raw parallel
-// client-go server-side apply loop (the lower bound), in the same run, and
-// writes bench.json and a Markdown table. `make bench` runs it.
+// client-go server-side apply loop (the lower bound), and against peers
+// that wait until every object is Current as the ceremony does (kubectl
+// apply -k + rollout status, helm --wait, kapp deploy: wait.go), in the
+// same run, and writes bench.json and a Markdown table. `make bench` runs it.
 //
 //	go run ./hack/bench -n 100,1000,3000 -runs 3 -out bench.json
 //
@@ -167,6 +169,24 @@ type Run struct {
 	KappCreate *Proc `json:"kappCreate,omitempty"`
 	KappUpdate *Proc `json:"kappUpdate,omitempty"`
 
+	// Peers that wait, as the ceremony does, until every object is Current
+	// (issue #18 part 3), each in its own namespace:
+	//
+	// KubectlWait: `kubectl apply --server-side -k DIR`, then `kubectl
+	// rollout status deployment -l qinglong.io/role -n NS` (one Proc: the
+	// two processes' wall and CPU times summed, the larger peak RSS).
+	// Rollout status is kstatus's rule for Deployments, the one kind of the
+	// mix that is not Current as soon as it exists (see waitingPeers).
+	KubectlWaitCreate *Proc `json:"kubectlWaitCreate"`
+	KubectlWaitUpdate *Proc `json:"kubectlWaitUpdate"`
+	// HelmWait: `helm upgrade --install --wait=watcher` (Helm 4 waits with
+	// kstatus).
+	HelmWaitCreate *Proc `json:"helmWaitInstall,omitempty"`
+	HelmWaitUpdate *Proc `json:"helmWaitUpgrade,omitempty"`
+	// KappWait: `kapp deploy` with its default waiting.
+	KappWaitCreate *Proc `json:"kappWaitCreate,omitempty"`
+	KappWaitUpdate *Proc `json:"kappWaitUpdate,omitempty"`
+
 	// RawCreate and RawUpdate by worker count: one process doing the
 	// dry-run pass then the apply pass.
 	RawCreate     map[int]*Proc      `json:"rawCreate"`
@@ -187,7 +207,10 @@ func bench(c config) error {
 			Note: fmt.Sprintf("%d cores shared by the control plane (etcd, kube-apiserver, kube-controller-manager) and the client, and by other work on the machine; ratios are measured in the same run", runtime.NumCPU())},
 		Config: map[string]any{"n": c.ns, "runs": c.runs, "rawWorkers": c.workers, "ql3Args": c.ql3Args,
 			"kubectl": "kubectl apply --server-side -f <rendered file>", "serviceCIDR": "10.96.0.0/16",
-			"helm": "helm install|upgrade bench <chart> -n <ns>", "kapp": "kapp deploy -a bench -f <file> -n <ns> --yes --wait=false"},
+			"helm": "helm install|upgrade bench <chart> -n <ns>", "kapp": "kapp deploy -a bench -f <file> -n <ns> --yes --wait=false",
+			"kubectlWait": "kubectl apply --server-side -k <dir> -n <ns>; kubectl rollout status deployment -l qinglong.io/role -n <ns> --timeout 5m",
+			"helmWait":    "helm upgrade --install bench <chart> -n <ns> --wait=watcher --timeout 5m",
+			"kappWait":    "kapp deploy -a bench -f <file> -n <ns> --yes (default waiting)"},
 		Throttled: []string{},
 	}
 	fmt.Fprintf(os.Stderr, "bench: starting the control plane\n")
@@ -285,12 +308,13 @@ func (b *bencher) run(n, r int) (*Run, error) {
 	nsK := tag + "-kubectl"
 	nsR := func(w int) string { return fmt.Sprintf("%s-raw%d", tag, w) }
 	nsH, nsKapp := tag+"-helm", tag+"-kapp"
-	all := []string{tag + "-ql3", nsK}
+	nsKW, nsHW, nsKappW := tag+"-kubectlw", tag+"-helmw", tag+"-kappw"
+	all := []string{tag + "-ql3", nsK, nsKW}
 	if b.c.helm != "" {
-		all = append(all, nsH)
+		all = append(all, nsH, nsHW)
 	}
 	if b.c.kapp != "" {
-		all = append(all, nsKapp)
+		all = append(all, nsKapp, nsKappW)
 	}
 	if b.c.pluginBefore != "" {
 		run.QL3Before = &QL3{}
@@ -444,6 +468,14 @@ func (b *bencher) run(n, r int) (*Run, error) {
 			}})
 	}
 
+	waiting, err := b.waitingPeers(run, n, dir, nsKW, nsHW, nsKappW)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range waiting {
+		steps = append(steps, step{w.name, w.create, w.update})
+	}
+
 	rawFile := func(w, rev int) string { return filepath.Join(dir, fmt.Sprintf("raw%d-v%d.json", w, rev)) }
 	for _, w := range b.c.workers {
 		for _, rev := range []int{1, 2} {
@@ -526,6 +558,25 @@ func (b *bencher) run(n, r int) (*Run, error) {
 		run.Ratios["installVsKapp"] = round3(install / run.KappCreate.Wall)
 		run.Ratios["upgradeVsKapp"] = round3(upgrade / run.KappUpdate.Wall)
 	}
+	// Against the peers that wait: kubectl + rollout status, and the
+	// fastest of the waiting peers measured in this run.
+	run.Ratios["installVsKubectlWait"] = round3(install / run.KubectlWaitCreate.Wall)
+	run.Ratios["upgradeVsKubectlWait"] = round3(upgrade / run.KubectlWaitUpdate.Wall)
+	fastC, fastU := run.KubectlWaitCreate.Wall, run.KubectlWaitUpdate.Wall
+	if run.HelmWaitCreate != nil {
+		run.Ratios["installVsHelmWait"] = round3(install / run.HelmWaitCreate.Wall)
+		run.Ratios["upgradeVsHelmWait"] = round3(upgrade / run.HelmWaitUpdate.Wall)
+		fastC, fastU = min(fastC, run.HelmWaitCreate.Wall), min(fastU, run.HelmWaitUpdate.Wall)
+	}
+	if run.KappWaitCreate != nil {
+		run.Ratios["installVsKappWait"] = round3(install / run.KappWaitCreate.Wall)
+		run.Ratios["upgradeVsKappWait"] = round3(upgrade / run.KappWaitUpdate.Wall)
+		fastC, fastU = min(fastC, run.KappWaitCreate.Wall), min(fastU, run.KappWaitUpdate.Wall)
+	}
+	run.Ratios["installVsFastestWaiting"] = round3(install / fastC)
+	run.Ratios["upgradeVsFastestWaiting"] = round3(upgrade / fastU)
+	run.Ratios["rssVsKubectlWait"] = round3(maxRSS(q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply) /
+		maxRSS(run.KubectlWaitCreate, run.KubectlWaitUpdate))
 	if bq := run.QL3Before; bq != nil {
 		run.Ratios["installVsBefore"] = round3(install / (bq.InstallPreflight.Wall + bq.InstallApply.Wall))
 		run.Ratios["upgradeVsBefore"] = round3(upgrade / (bq.UpgradePreflight.Wall + bq.UpgradeApply.Wall))

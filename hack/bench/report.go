@@ -71,6 +71,19 @@ func summarize(n int, all []*Run) Summary {
 		s.Seconds["kappUpdate"] = med(func(r *Run) float64 { return r.KappUpdate.Wall })
 		s.PeakRSSMiB["kapp"] = med(func(r *Run) float64 { return maxRSS(r.KappCreate, r.KappUpdate) })
 	}
+	s.Seconds["kubectlWaitCreate"] = med(func(r *Run) float64 { return r.KubectlWaitCreate.Wall })
+	s.Seconds["kubectlWaitUpdate"] = med(func(r *Run) float64 { return r.KubectlWaitUpdate.Wall })
+	s.PeakRSSMiB["kubectlWait"] = med(func(r *Run) float64 { return maxRSS(r.KubectlWaitCreate, r.KubectlWaitUpdate) })
+	if runs[0].HelmWaitCreate != nil {
+		s.Seconds["helmWaitInstall"] = med(func(r *Run) float64 { return r.HelmWaitCreate.Wall })
+		s.Seconds["helmWaitUpgrade"] = med(func(r *Run) float64 { return r.HelmWaitUpdate.Wall })
+		s.PeakRSSMiB["helmWait"] = med(func(r *Run) float64 { return maxRSS(r.HelmWaitCreate, r.HelmWaitUpdate) })
+	}
+	if runs[0].KappWaitCreate != nil {
+		s.Seconds["kappWaitCreate"] = med(func(r *Run) float64 { return r.KappWaitCreate.Wall })
+		s.Seconds["kappWaitUpdate"] = med(func(r *Run) float64 { return r.KappWaitUpdate.Wall })
+		s.PeakRSSMiB["kappWait"] = med(func(r *Run) float64 { return maxRSS(r.KappWaitCreate, r.KappWaitUpdate) })
+	}
 	s.Seconds["kubectlCreateThenCurrent"] = med(func(r *Run) float64 { return r.KubectlCreate.Wall + r.KubectlSettle })
 	if runs[0].QL3Before != nil {
 		s.Seconds["beforeInstall"] = med(func(r *Run) float64 { return r.QL3Before.InstallPreflight.Wall + r.QL3Before.InstallApply.Wall })
@@ -131,6 +144,12 @@ func summarize(n int, all []*Run) Summary {
 	goal("upgrade (preflight + apply) / kubectl apply --server-side update", s.Ratios["upgradeVsKubectl"], 1.0)
 	goal("upgrade (preflight + apply) / raw lower bound (dry-run + apply)", s.Ratios["upgradeVsRaw"], 1.3)
 	goal("peak RSS of kubectl-ql3 / peak RSS of kubectl", s.Ratios["rssVsKubectl"], 1.0)
+	// Issue #18: against the peers that wait until Current.
+	goal("install / fastest waiting peer (kubectl + rollout status, helm --wait, kapp deploy)", s.Ratios["installVsFastestWaiting"], 1.0)
+	goal("upgrade / fastest waiting peer", s.Ratios["upgradeVsFastestWaiting"], 1.0)
+	goal("install / kubectl apply --server-side -k + rollout status", s.Ratios["installVsKubectlWait"], 1.0)
+	goal("upgrade / kubectl apply --server-side -k + rollout status", s.Ratios["upgradeVsKubectlWait"], 1.0)
+	goal("peak RSS of kubectl-ql3 / peak RSS of kubectl apply -k + rollout status", s.Ratios["rssVsKubectlWait"], 1.0)
 	if _, ok := s.Ratios["installVsHelm"]; ok {
 		goal("install / helm install", s.Ratios["installVsHelm"], 1.0)
 		goal("upgrade / helm upgrade", s.Ratios["upgradeVsHelm"], 1.0)
@@ -297,6 +316,20 @@ func markdown(rep *Report) string {
 			fmt.Fprintf(&b, "| %s | upgrade | %.2f s | %s | %s | %s | %s |\n", thousands(s.N), s.Seconds["upgrade"], h, hr, k, kr)
 		}
 	}
+	b.WriteString("\nThe same objects, same runs, against peers that wait until every object is Current, as apply does (medians; ratio = kubectl-ql3 preflight + apply / peer, per run, then the median; the no-wait rows above are kept for reference):\n\n")
+	b.WriteString("| N | transition | kubectl-ql3 | `kubectl apply --server-side -k` + `rollout status` | vs kubectl+wait | `helm upgrade --install --wait` | vs Helm | `kapp deploy` (waits) | vs kapp | vs fastest waiting peer |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range rep.Summary {
+		for _, t := range []struct{ name, ql3, kw, hw, kaw, key string }{
+			{"install", "install", "kubectlWaitCreate", "helmWaitInstall", "kappWaitCreate", "install"},
+			{"upgrade", "upgrade", "kubectlWaitUpdate", "helmWaitUpgrade", "kappWaitUpdate", "upgrade"},
+		} {
+			k, kr := waitingCell(s.Seconds[t.kw], s.Ratios[t.key+"VsKubectlWait"])
+			h, hr := waitingCell(s.Seconds[t.hw], s.Ratios[t.key+"VsHelmWait"])
+			ka, kar := waitingCell(s.Seconds[t.kaw], s.Ratios[t.key+"VsKappWait"])
+			fmt.Fprintf(&b, "| %s | %s | %.2f s | %s | %s | %s | %s | %s | %s | %.2f× |\n", thousands(s.N), t.name, s.Seconds[t.ql3],
+				k, kr, h, hr, ka, kar, s.Ratios[t.key+"VsFastestWaiting"])
+		}
+	}
 	if r := rep.Render; r != nil {
 		fmt.Fprintf(&b, "\nRender + lock verify of %s objects: `kubectl ql3 lock verify` %.2f s / %.0f MiB vs `kubectl kustomize` %.2f s / %.0f MiB (%.2f× time, %.2f× RSS).\n",
 			thousands(r.N), r.LockVerifySeconds, r.LockVerifyRSSMiB, r.KustomizeSeconds, r.KustomizeRSSMiB, r.Ratio, r.RSSRatio)
@@ -304,7 +337,7 @@ func markdown(rep *Report) string {
 	if a := rep.Audit; a != nil {
 		fmt.Fprintf(&b, "Offline audit of a 1,000-receipt chain (`%s`): %.0f ms, %.0f MiB allocated.\n", a.Benchmark, a.NsPerOp/1e6, a.BytesPerOp/(1<<20))
 	}
-	b.WriteString("\nGoals (issue #8):\n\n")
+	b.WriteString("\nGoals (issues #8 and #18):\n\n")
 	for _, s := range rep.Summary {
 		for _, g := range s.Goals {
 			mark := "met"

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+)
+
+// waitingPeer is one contender that waits, as the ceremony's apply does,
+// until every object is Current (issue #18 part 3).
+type waitingPeer struct {
+	name           string
+	create, update func() error
+}
+
+// waitingPeers are the peers doing the ceremony's whole job on the same
+// objects: write, then wait until every object is Current.
+//
+//   - kubectl: `kubectl apply --server-side -k DIR` (kubectl renders the
+//     kustomization too), then `kubectl rollout status deployment -l
+//     qinglong.io/role -n NS`. In the bench mix (gen.go) ConfigMaps,
+//     ServiceAccounts and ClusterIP Services are Current under kstatus as
+//     soon as they exist, which the apply's answer already proves;
+//     Deployments are the one kind that waits for a controller. Rollout
+//     status waits for what kstatus checks of a Deployment: the status
+//     observed the latest generation, and the updated, total and available
+//     replicas agree with the spec. `kubectl wait --for=condition=Available`
+//     was not chosen: on an upgrade it accepts the Available condition the
+//     controller wrote for the previous generation.
+//   - helm: `helm upgrade --install --wait=watcher` (Helm 4's kstatus
+//     watcher; --install makes the first run an install).
+//   - kapp: `kapp deploy` with its default waiting (every resource until
+//     kapp considers it reconciled).
+//
+// Each runs in its own namespace; its create is followed, untimed, by the
+// same settle as every contender's.
+func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp string) ([]waitingPeer, error) {
+	var peers []waitingPeer
+	kDirs := [2]string{filepath.Join(dir, "kubectlw-v1"), filepath.Join(dir, "kubectlw-v2")}
+	for i, d := range kDirs {
+		if err := writeRelease(d, nsKubectl, objects(n, nsKubectl, i+1)); err != nil {
+			return nil, err
+		}
+	}
+	kubectlWait := func(d string) (*Proc, error) {
+		apply, err := run1(b.env, b.c.kubectl, "apply", "--server-side", "-k", d)
+		if err != nil {
+			return nil, err
+		}
+		rollout, err := run1(b.env, b.c.kubectl, "rollout", "status", "deployment", "-l", "qinglong.io/role", "-n", nsKubectl, "--timeout", "5m")
+		if err != nil {
+			return nil, err
+		}
+		return sumProcs(apply, rollout), nil
+	}
+	peers = append(peers, waitingPeer{"kubectl+wait",
+		func() (err error) {
+			if run.KubectlWaitCreate, err = kubectlWait(kDirs[0]); err != nil {
+				return err
+			}
+			_, err = b.settle(nsKubectl)
+			return err
+		},
+		func() (err error) {
+			run.KubectlWaitUpdate, err = kubectlWait(kDirs[1])
+			return err
+		}})
+
+	if b.c.helm != "" {
+		charts := [2]string{filepath.Join(dir, "helmw-v1"), filepath.Join(dir, "helmw-v2")}
+		for i, chart := range charts {
+			if err := writeChart(chart, objects(n, nsHelm, i+1)); err != nil {
+				return nil, err
+			}
+		}
+		home := filepath.Join(dir, "helmw-home")
+		env := append(slices.Clone(b.env), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+			"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+		helm := func(chart string) []string {
+			return []string{"upgrade", "--install", "bench", chart, "-n", nsHelm, "--wait=watcher", "--timeout", "5m"}
+		}
+		peers = append(peers, waitingPeer{"helm+wait",
+			func() (err error) {
+				if run.HelmWaitCreate, err = run1(env, b.c.helm, helm(charts[0])...); err != nil {
+					return err
+				}
+				_, err = b.settle(nsHelm)
+				return err
+			},
+			func() (err error) {
+				run.HelmWaitUpdate, err = run1(env, b.c.helm, helm(charts[1])...)
+				return err
+			}})
+	}
+	if b.c.kapp != "" {
+		files := [2]string{filepath.Join(dir, "kappw-v1.yaml"), filepath.Join(dir, "kappw-v2.yaml")}
+		for i, f := range files {
+			if err := writeYAMLStream(f, objects(n, nsKapp, i+1)); err != nil {
+				return nil, err
+			}
+		}
+		kapp := func(file string) []string {
+			return []string{"deploy", "-a", "bench", "-f", file, "-n", nsKapp, "--yes", "--tty=false"}
+		}
+		peers = append(peers, waitingPeer{"kapp+wait",
+			func() (err error) {
+				if run.KappWaitCreate, err = run1(b.env, b.c.kapp, kapp(files[0])...); err != nil {
+					return err
+				}
+				_, err = b.settle(nsKapp)
+				return err
+			},
+			func() (err error) {
+				run.KappWaitUpdate, err = run1(b.env, b.c.kapp, kapp(files[1])...)
+				return err
+			}})
+	}
+	return peers, nil
+}
+
+// sumProcs is processes run one after the other as one contender: wall
+// and CPU times add up, the peak RSS is the larger one.
+func sumProcs(ps ...*Proc) *Proc {
+	out := &Proc{}
+	for _, p := range ps {
+		out.Wall += p.Wall
+		out.User += p.User
+		out.Sys += p.Sys
+		out.MaxRSSMiB = max(out.MaxRSSMiB, p.MaxRSSMiB)
+		out.Stderr = append(out.Stderr, p.Stderr...)
+	}
+	out.Wall = round3(out.Wall)
+	return out
+}
+
+// waitingCell formats one waiting peer's seconds and ratio for the table.
+func waitingCell(sec, ratio float64) (string, string) {
+	if sec == 0 {
+		return "–", "–"
+	}
+	return fmt.Sprintf("%.2f s", sec), fmt.Sprintf("%.2f×", ratio)
+}
