@@ -52,7 +52,7 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		newCmdReceipt(streams),
 		newCmdOperation(streams),
 		newCmdKeyset(flags, streams),
-		newCmdEnvBundle(streams),
+		newCmdEnvBundle(flags, streams),
 		newCmdPackage(streams),
 	)
 	classifyUsageErrors(root)
