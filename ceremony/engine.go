@@ -165,6 +165,7 @@ func ReceiptFromHead(h *Head) (*receipts.Receipt, error) {
 		Tool:                  h.Tool,
 		Steps:                 h.Steps,
 		Flags:                 receipts.ExpectedFlags,
+		Retired:               h.Retired,
 	}
 	if err := r.Seal(); err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ const (
 	TransitionInstall  = "install"
 	TransitionUpgrade  = "upgrade"
 	TransitionRollback = "rollback"
+	TransitionRetire   = "retire"
 )
 
 // Head is the content of head.json: the one durable record of what is
@@ -52,9 +53,14 @@ type Head struct {
 	Tool                  receipts.Tool        `json:"tool"`
 	Steps                 receipts.Steps       `json:"steps"`
 	PreviousReceiptDigest string               `json:"previousReceiptDigest"`
-	DeploymentDigest      string               `json:"deploymentDigest"`
-	StateDigest           string               `json:"stateDigest"`
-	SelfDigest            string               `json:"selfDigest"`
+	// Retired, on a retire only, lists the objects it removes: UID and
+	// resourceVersion as the preflight read them, outcome "pending" while
+	// applying and the final outcome once committed. Absent (omitted) on
+	// every other transition, whose head.json is unchanged by retirement.
+	Retired          []receipts.Retired `json:"retired,omitempty"`
+	DeploymentDigest string             `json:"deploymentDigest"`
+	StateDigest      string             `json:"stateDigest"`
+	SelfDigest       string             `json:"selfDigest"`
 }
 
 // HeadTransition is the exact transition that produced (or is producing)
@@ -303,7 +309,7 @@ func (h *Head) validate() error {
 		if h.Generation != 1 || h.Previous != nil || h.PreviousReceiptDigest != "" {
 			return bad("transition.kind", "install must be generation 1 with no previous deployment")
 		}
-	case TransitionUpgrade, TransitionRollback:
+	case TransitionUpgrade, TransitionRollback, TransitionRetire:
 		if h.Generation < 2 || h.Previous == nil || !inventory.IsDigest(h.PreviousReceiptDigest) {
 			return bad("transition.kind", "%s needs generation >= 2, a previous deployment and previousReceiptDigest", t.Kind)
 		}
@@ -312,6 +318,9 @@ func (h *Head) validate() error {
 	}
 	if !inventory.IsDigest(t.CommandDigest) || !inventory.IsDigest(t.PreflightDigest) {
 		return bad("transition", "commandDigest and preflightDigest must be sha256 digests")
+	}
+	if err := checkRetiredList(t.Kind, h.Phase == PhaseApplying, h.Retired); err != nil {
+		return tamper("head.json: %v", err)
 	}
 	if !mutationIDRE.MatchString(t.MutationID) {
 		return bad("transition.mutationId", "%q is not 32 lowercase hex digits", t.MutationID)

@@ -35,6 +35,9 @@ type Cluster interface {
 	Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string, force, dryRun bool) (*unstructured.Unstructured, error)
 	// Get reads one object; a missing object is a NotFound error.
 	Get(ctx context.Context, id inventory.Identity) (*unstructured.Unstructured, error)
+	// Delete deletes one object with the given options (preconditions,
+	// dryRun); a missing object is a NotFound error.
+	Delete(ctx context.Context, id inventory.Identity, opts metav1.DeleteOptions) error
 	// ListPage reads one page of a kind in a namespace ("" for a
 	// cluster-scoped kind): the convergence read's fast path, which falls
 	// back to Get by name when the caller may not list.
@@ -123,6 +126,18 @@ func (k *kubeCluster) Get(ctx context.Context, id inventory.Identity) (*unstruct
 		return nil, err
 	}
 	return ri.Get(ctx, id.Name, metav1.GetOptions{})
+}
+
+func (k *kubeCluster) Delete(ctx context.Context, id inventory.Identity, opts metav1.DeleteOptions) error {
+	gv, err := schema.ParseGroupVersion(id.APIVersion)
+	if err != nil {
+		return err
+	}
+	ri, err := k.resource(gv.WithKind(id.Kind), id.Namespace)
+	if err != nil {
+		return err
+	}
+	return ri.Delete(ctx, id.Name, opts)
 }
 
 func (k *kubeCluster) Mapper() meta.RESTMapper { return k.mapper }

@@ -63,7 +63,11 @@ type PreflightRecord struct {
 	// DiffDigest, set by preflight --diff only, is the digest of the
 	// change list the operator was shown (docs/head.md, "diffDigest").
 	DiffDigest string `json:"diffDigest,omitempty"`
-	SelfDigest string `json:"selfDigest"`
+	// Retired, on a retire only, lists each retired object with the UID
+	// and resourceVersion preflight read (both empty: absent), outcome
+	// "pending" (docs/ceremony.md §11). Omitted on other transitions.
+	Retired    []receipts.Retired `json:"retired,omitempty"`
+	SelfDigest string             `json:"selfDigest"`
 }
 
 // Seal computes the command and preflight digests.
@@ -112,7 +116,7 @@ func ParsePreflight(name string, data []byte) (*PreflightRecord, error) {
 	}
 	c := p.Command
 	switch {
-	case c.Transition != TransitionInstall && c.Transition != TransitionUpgrade && c.Transition != TransitionRollback:
+	case c.Transition != TransitionInstall && c.Transition != TransitionUpgrade && c.Transition != TransitionRollback && c.Transition != TransitionRetire:
 		return nil, bad("command.transition %q", c.Transition)
 	case c.Version != p.Release.Version || c.LockDigest != p.Release.LockDigest || c.InventoryDigest != p.Release.InventoryDigest:
 		return nil, bad("command and release disagree")
@@ -122,6 +126,9 @@ func ParsePreflight(name string, data []byte) (*PreflightRecord, error) {
 		return nil, bad("steps.identity and steps.dryRun must be digests")
 	case p.DiffDigest != "" && !inventory.IsDigest(p.DiffDigest):
 		return nil, bad("diffDigest %q is not a digest", p.DiffDigest)
+	}
+	if err := checkRetiredList(c.Transition, true, p.Retired); err != nil {
+		return nil, bad("%v", err)
 	}
 	return &p, nil
 }

@@ -28,9 +28,9 @@ type Target struct {
 // conflict; a transition the Head does not allow is invalid input.
 func CheckTransition(h *Head, expected ExpectedHead, t Target) error {
 	switch t.Kind {
-	case TransitionInstall, TransitionUpgrade, TransitionRollback:
+	case TransitionInstall, TransitionUpgrade, TransitionRollback, TransitionRetire:
 	default:
-		return fail.Errorf(fail.Invalid, "--transition %q: want install, upgrade or rollback", t.Kind)
+		return fail.Errorf(fail.Invalid, "--transition %q: want install, upgrade, rollback or retire", t.Kind)
 	}
 	if h == nil {
 		if expected.Generation != 0 {
@@ -66,10 +66,15 @@ func CheckTransition(h *Head, expected ExpectedHead, t Target) error {
 		if missing := inventory.Missing(cur.Inventory, t.Inventory); len(missing) > 0 {
 			return fail.Errorf(fail.Invalid, "upgrade: the release omits %d live object(s) of %s, and kubectl-ql3 never prunes: %s", len(missing), cur.Version, identityList(missing, 10))
 		}
+	case TransitionRetire:
+		return checkRetire(h, t)
 	case TransitionRollback:
 		prev := h.Previous
 		if prev == nil {
 			return fail.Errorf(fail.Invalid, "rollback: the deployed %s has no previous deployment", cur.Version)
+		}
+		if h.Transition.Kind == TransitionRetire {
+			return fail.Errorf(fail.Invalid, "rollback: generation %d retired %s; the inventories differ because of the retirement, and a rollback never re-creates objects: deploy them again with an upgrade", h.Generation, identityList(retiredIDs(h.Retired), 10))
 		}
 		if t.Deployment.Version != prev.Version || t.Deployment.LockDigest != prev.LockDigest {
 			return fail.Errorf(fail.Invalid, "rollback: target %s (lock %s) is not the exact previous deployment %s (lock %s)", t.Deployment.Version, t.Deployment.LockDigest, prev.Version, prev.LockDigest)
@@ -85,6 +90,70 @@ func CheckTransition(h *Head, expected ExpectedHead, t Target) error {
 		}
 	}
 	return nil
+}
+
+// checkRetire is the retire rule (docs/ceremony.md §11.1): a version above
+// the deployed one; the target only removes objects (at least one); no
+// retired object is the control namespace, the Namespace of a remaining
+// object, or a CRD of an API group a remaining object still uses.
+func checkRetire(h *Head, t Target) error {
+	cur := h.Current
+	from, err := semver.StrictNewVersion(cur.Version)
+	if err != nil {
+		return fail.Errorf(fail.Tamper, "head: current.version %q: %v", cur.Version, err)
+	}
+	to, err := semver.StrictNewVersion(t.Deployment.Version)
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "release.version %q: %v", t.Deployment.Version, err)
+	}
+	if !to.GreaterThan(from) {
+		return fail.Errorf(fail.Invalid, "retire: release version %s is not greater than the deployed %s", to, from)
+	}
+	if added := inventory.Missing(t.Inventory, cur.Inventory); len(added) > 0 {
+		return fail.Errorf(fail.Invalid, "retire: the release adds %d object(s) (%s): one intent per transition: retire first, then upgrade", len(added), identityList(added, 10))
+	}
+	retired := inventory.Missing(cur.Inventory, t.Inventory)
+	if len(retired) == 0 {
+		return fail.Errorf(fail.Invalid, "retire: the release keeps every object of %s: nothing to retire (that is an upgrade)", cur.Version)
+	}
+	namespaces := map[string]bool{}
+	groups := map[string]bool{}
+	for _, id := range t.Inventory {
+		if id.Namespace != "" {
+			namespaces[id.Namespace] = true
+		}
+		groups[id.Key().Group] = true
+	}
+	for _, id := range retired {
+		k := id.Key()
+		switch {
+		case k.Group == "" && k.Kind == "Namespace" && k.Name == h.Target.Namespace:
+			return fail.Errorf(fail.Invalid, "retire: %s is the control namespace, which holds the Head: it is never retired", id)
+		case k.Group == "" && k.Kind == "Namespace" && namespaces[k.Name]:
+			return fail.Errorf(fail.Invalid, "retire: %s still holds objects the release keeps: retire them with it, or keep the namespace", id)
+		case k.Group == crdGroup && k.Kind == "CustomResourceDefinition":
+			_, group, _ := strings.Cut(k.Name, ".")
+			if groups[group] {
+				return fail.Errorf(fail.Invalid, "retire: %s defines kinds of API group %q, and the release keeps objects of that group: retire those first (objects of a CRD's group count as its instances)", id, group)
+			}
+		}
+	}
+	return nil
+}
+
+// Retired is the retired set of a retire from the inventory cur to the
+// target inventory, sorted: cur minus target by group, kind, namespace
+// and name, in cur's apiVersions.
+func Retired(cur, target []inventory.Identity) []inventory.Identity {
+	return inventory.Missing(cur, target)
+}
+
+func retiredIDs(rs []receipts.Retired) []inventory.Identity {
+	ids := make([]inventory.Identity, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 // inventoryDiff names the objects (by Key) only the current and only the

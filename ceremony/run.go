@@ -76,12 +76,39 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 	if err := o.checkAccess(ctx, ld.release.Objects, tgt.Namespace, head != nil, nil); err != nil {
 		return nil, err
 	}
+	var retired []receipts.Retired
+	if req.Transition == TransitionRetire {
+		ids := Retired(head.Current.Inventory, ld.release.Inventory)
+		if err := o.checkDeleteAccess(ctx, ids); err != nil {
+			return nil, err
+		}
+		if retired, err = o.readRetired(ctx, ids); err != nil {
+			return nil, err
+		}
+		for _, r := range retired {
+			if r.UID == "" {
+				o.say("preflight: retire %s: absent (already gone; it will not be deleted)", r.ID)
+			} else {
+				o.say("preflight: retire %s: uid %s resourceVersion %s", r.ID, r.UID, r.ResourceVersion)
+			}
+		}
+	}
 	fm := ld.lock.Tool.FieldManager
 	dry, deferred, err := o.dryRunAll(ctx, ld.release.Objects, fm, req.ForceConflicts, tgt.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	o.say("preflight: server-side dry-run: %d ok, %d deferred until their namespace or CRD exists", dep.InventoryCount-deferred, deferred)
+	if retired != nil {
+		deletes, err := o.dryRunDeletes(ctx, retired)
+		if err != nil {
+			return nil, err
+		}
+		if dry, err = transcriptDigest("dryRun", map[string]any{"apply": dry, "delete": deletes}); err != nil {
+			return nil, err
+		}
+		o.say("preflight: delete dry-run with preconditions: %d retired object(s) ok", len(deletes))
+	}
 	diffDigest := ""
 	if req.Diff != nil {
 		if diffDigest, err = req.Diff(ctx, ld.release.Objects, fm, req.ForceConflicts); err != nil {
@@ -105,6 +132,7 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 		Tool:       receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: fm},
 		Steps:      PreflightSteps{Identity: identity, DryRun: dry},
 		DiffDigest: diffDigest,
+		Retired:    retired,
 	}
 	if err := rec.Seal(); err != nil {
 		return nil, err
@@ -130,6 +158,10 @@ type ApplyRequest struct {
 	Preflight *PreflightRecord
 	Dir       string // default: the record's release.dir
 	Resume    bool   // take over an applying Head with the same intent
+	// LeaveChanged (resume --leave-changed) settles a retired object that
+	// was changed after the preflight by leaving it on the cluster,
+	// unmanaged, with the outcome "left: changed" instead of failing.
+	LeaveChanged bool
 
 	loaded *loaded // set by PreflightResult.ApplyRequest
 }
@@ -209,6 +241,9 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 		if err := o.checkAccess(ctx, ld.release.Objects, ns, true, &rbacDryRun{rec.Command.FieldManager, rec.Command.ForceConflicts}); err != nil {
 			return nil, err
 		}
+		if err := o.checkDeleteAccess(ctx, retiredIDs(rec.Retired)); err != nil {
+			return nil, err
+		}
 		if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
 			return nil, err
 		}
@@ -224,6 +259,9 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 			return nil, err
 		}
 		if err := o.checkAccess(ctx, ld.release.Objects, ns, head != nil, &rbacDryRun{rec.Command.FieldManager, rec.Command.ForceConflicts}); err != nil {
+			return nil, err
+		}
+		if err := o.checkDeleteAccess(ctx, retiredIDs(rec.Retired)); err != nil {
 			return nil, err
 		}
 		if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
@@ -243,6 +281,13 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	}
 	o.say("apply: %d object(s) server-side applied", len(applied))
 	crashpoint.At("applied")
+	var retired []receipts.Retired
+	if rec.Retired != nil {
+		if retired, err = o.retire(ctx, rec.Retired, req.LeaveChanged); err != nil {
+			return nil, err
+		}
+		crashpoint.At("retired")
+	}
 	convergeDigest, err := o.converge(ctx, applied)
 	if err != nil {
 		return nil, err
@@ -255,6 +300,7 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	committed := cloneHead(applying)
 	committed.Phase = PhaseCommitted
 	committed.Steps.Apply, committed.Steps.Converge, committed.Steps.FinalIdentity = applyDigest, convergeDigest, finalIdentity
+	committed.Retired = retired
 	if err := committed.Seal(); err != nil {
 		return nil, err
 	}
@@ -316,6 +362,7 @@ func (o *Options) newApplyingHead(prev *Head, ld *loaded, rec *PreflightRecord, 
 		Target:  ld.target(),
 		Tool:    receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: rec.Command.FieldManager},
 		Steps:   receipts.Steps{Identity: rec.Steps.Identity, DryRun: rec.Steps.DryRun},
+		Retired: rec.Retired,
 	}
 	if prev != nil {
 		prevReceipt, err := ReceiptFromHead(prev)

@@ -359,6 +359,25 @@ func checkChain(rs []audited, base int64) ChainVerdict {
 			if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
 				failf("generation %d: upgrade drops %d object(s) of generation %d, and kubectl-ql3 never prunes: %s", c.Generation, len(dropped), p.Generation, identityList(dropped))
 			}
+		case KindRetire:
+			// inventory(N) = inventory(N-1) - retired, by group, kind,
+			// namespace and name.
+			gone := make([]canon.Identity, len(c.Retired))
+			for i, x := range c.Retired {
+				gone[i] = x.ID
+			}
+			if unknown := canon.Missing(gone, p.Inventory); len(unknown) > 0 {
+				failf("generation %d: retire lists %d object(s) generation %d did not deploy: %s", c.Generation, len(unknown), p.Generation, identityList(unknown))
+			}
+			if kept := canon.Missing(c.Inventory, canon.Missing(p.Inventory, gone)); len(kept) > 0 {
+				failf("generation %d: retire adds %d object(s): %s", c.Generation, len(kept), identityList(kept))
+			}
+			if dropped := canon.Missing(canon.Missing(p.Inventory, gone), c.Inventory); len(dropped) > 0 {
+				failf("generation %d: retire drops %d object(s) of generation %d it does not list as retired: %s", c.Generation, len(dropped), p.Generation, identityList(dropped))
+			}
+			if kept := canon.Missing(gone, canon.Missing(gone, c.Inventory)); len(kept) > 0 {
+				failf("generation %d: retire lists %d object(s) it still deploys: %s", c.Generation, len(kept), identityList(kept))
+			}
 		case KindRollback:
 			switch {
 			case p.PreviousDeployment == nil:

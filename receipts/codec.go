@@ -19,6 +19,7 @@ const (
 	KindInstall  = "install"
 	KindUpgrade  = "upgrade"
 	KindRollback = "rollback"
+	KindRetire   = "retire"
 )
 
 // MaxFileSize bounds a receipt or signature file; larger files are rejected
@@ -153,7 +154,10 @@ func (r *Receipt) encode() (encoded, error) {
 	members := make([]member, 0, rt.NumField())
 	var enc encoded
 	for i := range rt.NumField() {
-		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		name, opts, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if opts == "omitempty" && rv.Field(i).IsZero() {
+			continue // absent, as encoding/json omits it
+		}
 		c, err := canon.Canonical(rv.Field(i).Interface())
 		if err != nil {
 			return enc, fmt.Errorf("field %q: %w", name, err)
@@ -238,9 +242,12 @@ func (r *Receipt) validate(enc encoded) error {
 	}
 	t := r.Transition
 	switch t.Kind {
-	case KindInstall, KindUpgrade, KindRollback:
+	case KindInstall, KindUpgrade, KindRollback, KindRetire:
 	default:
-		return fieldErr("transition.kind", "%q is not install, upgrade or rollback", t.Kind)
+		return fieldErr("transition.kind", "%q is not install, upgrade, rollback or retire", t.Kind)
+	}
+	if err := checkRetired(t.Kind, r.Retired); err != nil {
+		return err
 	}
 	if err := checkDigest("transition.commandDigest", t.CommandDigest); err != nil {
 		return err
@@ -355,6 +362,51 @@ func checkInventory(ids []canon.Identity) error {
 	return nil
 }
 
+// checkRetired checks the retired list: present (non-empty) exactly on a
+// retire, sorted and unique by identity, each entry with a final outcome,
+// and UID and resourceVersion both set or (recorded absent) both empty,
+// in which case nothing was deleted: the outcome is "already absent", or
+// "left: recreated" when the name held a new object at apply.
+func checkRetired(kind string, rs []Retired) error {
+	if kind != KindRetire {
+		if rs != nil {
+			return fieldErr("retired", "is set on a %s; only a retire lists retired objects", kind)
+		}
+		return nil
+	}
+	if len(rs) == 0 {
+		return fieldErr("retired", "is missing or empty on a retire")
+	}
+	ids := make([]canon.Identity, len(rs))
+	for i, x := range rs {
+		f := fmt.Sprintf("retired[%d]", i)
+		for _, s := range []struct{ field, v string }{
+			{"apiVersion", x.ID.APIVersion}, {"kind", x.ID.Kind}, {"name", x.ID.Name},
+		} {
+			if err := checkText(f+".id."+s.field, s.v); err != nil {
+				return err
+			}
+		}
+		if !utf8.ValidString(x.ID.Namespace) || !utf8.ValidString(x.UID) || !utf8.ValidString(x.ResourceVersion) {
+			return fieldErr(f, "is not valid UTF-8")
+		}
+		if !IsFinalOutcome(x.Outcome) {
+			return fieldErr(f+".outcome", "%q is not %q, %q, %q or %q", x.Outcome, OutcomeDeleted, OutcomeAlreadyAbsent, OutcomeLeftRecreated, OutcomeLeftChanged)
+		}
+		switch {
+		case (x.UID == "") != (x.ResourceVersion == ""):
+			return fieldErr(f, "uid and resourceVersion must both be set, or both empty (absent at preflight)")
+		case x.UID == "" && x.Outcome != OutcomeAlreadyAbsent && x.Outcome != OutcomeLeftRecreated:
+			return fieldErr(f+".outcome", "%q for an object recorded absent at preflight; want %q or %q", x.Outcome, OutcomeAlreadyAbsent, OutcomeLeftRecreated)
+		}
+		ids[i] = x.ID
+	}
+	if err := canon.CheckSortedUnique(ids); err != nil {
+		return fieldErr("retired", "%v", err)
+	}
+	return nil
+}
+
 // checkPrevious ties the transition kind, the generation and the previous
 // deployment together: install is generation 1 and has no predecessor;
 // upgrade and rollback are later generations and name theirs.
@@ -388,6 +440,13 @@ func (r *Receipt) checkPrevious() error {
 	case KindUpgrade:
 		if compareSemVer(r.Deployment.Version, prev.Version) <= 0 {
 			return fieldErr("deployment.version", "upgrade to %q is not above the previous %q", r.Deployment.Version, prev.Version)
+		}
+	case KindRetire:
+		if compareSemVer(r.Deployment.Version, prev.Version) <= 0 {
+			return fieldErr("deployment.version", "retire to %q is not above the previous %q", r.Deployment.Version, prev.Version)
+		}
+		if r.Deployment.InventoryCount+len(r.Retired) != prev.InventoryCount {
+			return fieldErr("deployment.inventoryCount", "retire keeps %d and retires %d object(s), but the previous deployment has %d", r.Deployment.InventoryCount, len(r.Retired), prev.InventoryCount)
 		}
 	case KindRollback:
 		// A rollback keeps the objects, compared by group, kind, namespace
@@ -534,3 +593,7 @@ func jsonText(v any) string {
 	}
 	return string(b)
 }
+
+// CheckRetired checks a committed retired list as a receipt of kind would
+// carry it (docs/receipts.md, "retired"); every failure is fail.Tamper.
+func CheckRetired(kind string, rs []Retired) error { return checkRetired(kind, rs) }

@@ -29,12 +29,54 @@ type Receipt struct {
 	Tool                  Tool             `json:"tool"`
 	Steps                 Steps            `json:"steps"`
 	Flags                 Flags            `json:"flags"`
-	SelfDigest            string           `json:"selfDigest"`
+	// Retired lists the objects a retire transition removed, sorted by
+	// identity; the member is absent from every other receipt, whose bytes
+	// are therefore exactly those of receipts written before retirement.
+	Retired    []Retired `json:"retired,omitempty"`
+	SelfDigest string    `json:"selfDigest"`
+}
+
+// Retired is one object of a retire transition: the UID and
+// resourceVersion the preflight read (both empty when the object was
+// already gone then) and what became of it.
+type Retired struct {
+	ID              canon.Identity `json:"id"`
+	UID             string         `json:"uid"`
+	ResourceVersion string         `json:"resourceVersion"`
+	Outcome         string         `json:"outcome"`
+}
+
+// Outcomes of a retired object.
+const (
+	// OutcomePending is an object still to be deleted (preflight records,
+	// applying Heads); never in a receipt.
+	OutcomePending = "pending"
+	// OutcomeDeleted: our fenced delete was accepted and the object is gone.
+	OutcomeDeleted = "deleted"
+	// OutcomeAlreadyAbsent: the object was gone before our delete was sent
+	// (at preflight, or when this transition's delete ran, e.g. one an
+	// interrupted run of the same transition had sent).
+	OutcomeAlreadyAbsent = "already absent"
+	// OutcomeLeftRecreated: the name holds another object (another UID),
+	// which was left alone and is not managed.
+	OutcomeLeftRecreated = "left: recreated"
+	// OutcomeLeftChanged: the object was changed after the preflight; the
+	// operator chose `resume --leave-changed`; it stays, unmanaged.
+	OutcomeLeftChanged = "left: changed"
+)
+
+// IsFinalOutcome says whether o may appear in a receipt.
+func IsFinalOutcome(o string) bool {
+	switch o {
+	case OutcomeDeleted, OutcomeAlreadyAbsent, OutcomeLeftRecreated, OutcomeLeftChanged:
+		return true
+	}
+	return false
 }
 
 // Transition is the exact transition a deployment made.
 type Transition struct {
-	Kind            string `json:"kind"` // install | upgrade | rollback
+	Kind            string `json:"kind"` // install | upgrade | rollback | retire
 	CommandDigest   string `json:"commandDigest"`
 	PreflightDigest string `json:"preflightDigest"`
 	ForceConflicts  bool   `json:"forceConflicts"`

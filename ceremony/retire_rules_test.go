@@ -1,0 +1,152 @@
+package ceremony
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+func TestCheckRetire(t *testing.T) {
+	id := func(apiVersion, kind, ns, name string) inventory.Identity {
+		return inventory.Identity{APIVersion: apiVersion, Kind: kind, Namespace: ns, Name: name}
+	}
+	sorted := func(in ...inventory.Identity) []inventory.Identity {
+		inventory.SortIdentities(in)
+		return in
+	}
+	ctl := id("v1", "Namespace", "", "ns") // the Head's namespace
+	app := id("v1", "Namespace", "", "app")
+	other := id("v1", "Namespace", "", "other")
+	cmA := id("v1", "ConfigMap", "ns", "a")
+	cmB := id("v1", "ConfigMap", "ns", "b")
+	cmApp := id("v1", "ConfigMap", "app", "c")
+	deploy := id("apps/v1", "Deployment", "ns", "w")
+	crd := id("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.demo.qinglong.io")
+	widget := id("demo.qinglong.io/v1", "Widget", "ns", "w1")
+	full := sorted(ctl, app, other, cmA, cmB, cmApp, deploy, crd, widget)
+	prev := dep("3.0.0", 'p', full)
+	h := committedHead(t, 2, dep("3.1.0", 'q', full), full, &prev)
+	without := func(drop ...inventory.Identity) []inventory.Identity { return inventory.Missing(full, drop) }
+
+	tests := []struct {
+		name    string
+		version string
+		inv     []inventory.Identity
+		class   fail.Class
+		msg     string
+	}{
+		{"a ConfigMap and a Deployment", "3.2.0", without(cmB, deploy), fail.Other, ""},
+		{"an empty namespace", "3.2.0", without(other), fail.Other, ""},
+		{"a namespace with everything in it", "3.2.0", without(app, cmApp), fail.Other, ""},
+		{"a CRD with its instances", "3.2.0", without(crd, widget), fail.Other, ""},
+		{"a kind moved to another apiVersion is not retired", "3.2.0", sorted(append(without(deploy), id("apps/v1beta2", "Deployment", "ns", "w"))...), fail.Invalid, "nothing to retire"},
+		{"nothing retired", "3.2.0", full, fail.Invalid, "nothing to retire (that is an upgrade)"},
+		{"retire and add", "3.2.0", sorted(append(without(cmB), id("v1", "ConfigMap", "ns", "new"))...), fail.Invalid, "adds 1 object(s) (v1/ConfigMap/ns/new): one intent per transition"},
+		{"same version", "3.1.0", without(cmB), fail.Invalid, "not greater than the deployed 3.1.0"},
+		{"older version", "3.0.1", without(cmB), fail.Invalid, "not greater"},
+		{"bad version", "v3.2.0", without(cmB), fail.Invalid, "release.version"},
+		{"the control namespace", "3.2.0", without(ctl), fail.Invalid, "is the control namespace"},
+		{"a namespace still holding objects", "3.2.0", without(app), fail.Invalid, "v1/Namespace/-/app still holds objects the release keeps"},
+		{"a CRD whose instances remain", "3.2.0", without(crd), fail.Invalid, `API group "demo.qinglong.io"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckTransition(h, h.Expected(), Target{Kind: TransitionRetire, Deployment: dep(tt.version, 'r', tt.inv), Inventory: tt.inv})
+			if tt.class == fail.Other {
+				if err != nil {
+					t.Fatalf("want allowed, got %v", err)
+				}
+				return
+			}
+			if err == nil || fail.ClassOf(err) != tt.class || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("want %v containing %q, got %v (class %v)", tt.class, tt.msg, err, fail.ClassOf(err))
+			}
+		})
+	}
+	t.Run("onto no Head", func(t *testing.T) {
+		err := CheckTransition(nil, ExpectedHead{}, Target{Kind: TransitionRetire, Deployment: dep("3.2.0", 'r', full), Inventory: full})
+		if fail.ClassOf(err) != fail.Invalid || !strings.Contains(err.Error(), "must be --transition install") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// A rollback right after a retire is refused, and says why.
+func TestRollbackAfterRetire(t *testing.T) {
+	inv := ids("a", "b")
+	kept := ids("a")
+	prev := dep("3.0.0", 'p', inv)
+	h := committedHead(t, 2, dep("3.1.0", 'q', kept), kept, &prev)
+	h.Transition.Kind = TransitionRetire
+	h.Retired = []receipts.Retired{{ID: ids("b")[0], UID: "u", ResourceVersion: "1", Outcome: receipts.OutcomeDeleted}}
+	if err := h.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.validate(); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckTransition(h, h.Expected(), Target{Kind: TransitionRollback, Deployment: prev, Inventory: inv})
+	if fail.ClassOf(err) != fail.Invalid || !strings.Contains(err.Error(), "inventories differ because of the retirement") || !strings.Contains(err.Error(), "v1/ConfigMap/ns/b") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestRetiredListRules(t *testing.T) {
+	a, b := ids("a")[0], ids("b")[0]
+	tests := []struct {
+		name    string
+		kind    string
+		pending bool
+		list    []receipts.Retired
+		msg     string
+	}{
+		{"pending ok", TransitionRetire, true, []receipts.Retired{{ID: a, UID: "u", ResourceVersion: "1", Outcome: "pending"}, {ID: b, Outcome: "pending"}}, ""},
+		{"committed ok", TransitionRetire, false, []receipts.Retired{{ID: a, UID: "u", ResourceVersion: "1", Outcome: "deleted"}, {ID: b, Outcome: "already absent"}}, ""},
+		{"none on upgrade", TransitionUpgrade, false, nil, ""},
+		{"set on upgrade", TransitionUpgrade, true, []receipts.Retired{{ID: a, Outcome: "pending"}}, "set on a upgrade"},
+		{"empty on retire", TransitionRetire, true, nil, "missing or empty"},
+		{"final outcome while pending", TransitionRetire, true, []receipts.Retired{{ID: a, UID: "u", ResourceVersion: "1", Outcome: "deleted"}}, `want "pending"`},
+		{"pending once committed", TransitionRetire, false, []receipts.Retired{{ID: a, UID: "u", ResourceVersion: "1", Outcome: "pending"}}, "outcome"},
+		{"uid without resourceVersion", TransitionRetire, true, []receipts.Retired{{ID: a, UID: "u", Outcome: "pending"}}, "both be set"},
+		{"absent but deleted", TransitionRetire, false, []receipts.Retired{{ID: a, Outcome: "deleted"}}, "absent at preflight"},
+		{"unsorted", TransitionRetire, true, []receipts.Retired{{ID: b, Outcome: "pending"}, {ID: a, Outcome: "pending"}}, "out of order"},
+		{"duplicate", TransitionRetire, true, []receipts.Retired{{ID: a, Outcome: "pending"}, {ID: a, Outcome: "pending"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkRetiredList(tt.kind, tt.pending, tt.list)
+			switch {
+			case tt.name == "duplicate":
+				if err == nil {
+					t.Fatal("duplicate identities accepted")
+				}
+			case tt.msg == "" && err != nil:
+				t.Fatalf("want ok, got %v", err)
+			case tt.msg != "" && (err == nil || !strings.Contains(err.Error(), tt.msg)):
+				t.Fatalf("want error containing %q, got %v", tt.msg, err)
+			}
+		})
+	}
+}
+
+func TestDeleteOrder(t *testing.T) {
+	mk := func(apiVersion, kind, ns, name string) receipts.Retired {
+		return receipts.Retired{ID: inventory.Identity{APIVersion: apiVersion, Kind: kind, Namespace: ns, Name: name}}
+	}
+	rs := []receipts.Retired{
+		mk("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.demo"),
+		mk("apps/v1", "Deployment", "app", "w"),
+		mk("v1", "ConfigMap", "app", "c"),
+		mk("v1", "Namespace", "", "app"),
+	}
+	var got []string
+	for _, i := range deleteOrder(rs) {
+		got = append(got, rs[i].ID.Kind)
+	}
+	if want := "ConfigMap Deployment Namespace CustomResourceDefinition"; strings.Join(got, " ") != want {
+		t.Fatalf("delete order %v, want %s", got, want)
+	}
+}
