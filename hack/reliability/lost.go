@@ -53,9 +53,9 @@ func (k faultKind) String() string {
 }
 
 // install puts a fault of kind k on cfg for the mutations pick chooses,
-// and returns it with a recorder of the writes it hid that landed (2xx).
-func (k faultKind) install(cfg *rest.Config, pick func(*http.Request, []byte) bool) (*faults.Fault, *landedWrites) {
-	rec := &landedWrites{}
+// and returns it with a record of the answers it hid.
+func (k faultKind) install(cfg *rest.Config, pick func(*http.Request, []byte) bool) (*faults.Fault, *hidden) {
+	rec := &hidden{}
 	// The recorder sits under the fault: it sees the server's answer
 	// before the fault hides it, on the same request.
 	cfg.Wrap(rec.wrap)
@@ -64,9 +64,8 @@ func (k faultKind) install(cfg *rest.Config, pick func(*http.Request, []byte) bo
 		if !isMutation(r) || !pick(r, body) {
 			return false
 		}
-		if c, ok := code.(int); ok && c >= 200 && c < 300 {
-			rec.add(fmt.Sprintf("%s %s (%d)", r.Method, r.URL.Path, c))
-		}
+		c, _ := code.(int)
+		rec.add(r, c)
 		return true
 	}
 	var f *faults.Fault
@@ -77,39 +76,61 @@ func (k faultKind) install(cfg *rest.Config, pick func(*http.Request, []byte) bo
 		f = faults.Drop(cfg, match)
 	}
 	f.Times = -1 // pick decides, every time
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return contextCancel{rt} })
 	return f, rec
 }
 
-// landedWrites records the status of every answer by request, and the
-// writes whose answer a fault hid although they landed: the writes no
-// message may call unwritten.
-type landedWrites struct {
-	next  http.RoundTripper
-	codes sync.Map // *http.Request -> status code, until the fault's matcher takes it
-	mu    sync.Mutex
-	list  []string
+// contextCancel ends a request by its context only. net/http's client
+// timeout also calls the deprecated CancelRequest down client-go's
+// wrappers, which log "unable to cancel request" once per held answer for
+// a transport without it; the fault already returns when the request's
+// context ends.
+type contextCancel struct{ http.RoundTripper }
+
+// CancelRequest does nothing: the request's context ends it.
+func (contextCancel) CancelRequest(*http.Request) {}
+
+// hidden records the status of every answer by request, and what the
+// answers the fault hid were: writes (and whether they landed, 2xx) or
+// access reviews, which persist nothing.
+type hidden struct {
+	next    http.RoundTripper
+	codes   sync.Map // *http.Request -> status code, until the fault's matcher takes it
+	mu      sync.Mutex
+	writes  int      // hidden answers to writes
+	reviews int      // hidden answers to access reviews
+	landed  []string // the hidden writes that landed: no message may call them unwritten
 }
 
-func (l *landedWrites) wrap(rt http.RoundTripper) http.RoundTripper { l.next = rt; return l }
+func (h *hidden) wrap(rt http.RoundTripper) http.RoundTripper { h.next = rt; return h }
 
-func (l *landedWrites) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := l.next.RoundTrip(req)
+func (h *hidden) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := h.next.RoundTrip(req)
 	if err == nil {
-		l.codes.Store(req, resp.StatusCode)
+		h.codes.Store(req, resp.StatusCode)
 	}
 	return resp, err
 }
 
-func (l *landedWrites) add(w string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.list = append(l.list, w)
+func (h *hidden) add(r *http.Request, code int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case isReview(r):
+		h.reviews++
+	default:
+		h.writes++
+		if code >= 200 && code < 300 {
+			h.landed = append(h.landed, fmt.Sprintf("%s %s (%d)", r.Method, r.URL.Path, code))
+		}
+	}
 }
 
-func (l *landedWrites) writes() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.list...)
+// counts returns the hidden writes, access reviews and landed writes.
+func (h *hidden) counts() (writes, reviews int, landed []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writes, h.reviews, append([]string(nil), h.landed...)
 }
 
 func isMutation(req *http.Request) bool {
@@ -120,12 +141,26 @@ func isMutation(req *http.Request) bool {
 	return false
 }
 
-// clientTimeouts counts the progress lines that report a write whose
-// answer did not arrive because the client's timeout ended the request.
-func clientTimeouts(progress string) int {
+// isReview: a SelfSubjectAccessReview or SelfSubjectRulesReview (a POST
+// that persists nothing; the ceremony's permission check before any write).
+func isReview(req *http.Request) bool {
+	return strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/")
+}
+
+// reported counts the progress lines that report a write whose answer did
+// not arrive, for the reason kind k gives: the injected loss, or the
+// client's timeout ending the request. Each hidden write has its line
+// (cas.Write and the ceremony's apply both say so before settling).
+func (k faultKind) reported(progress string) int {
 	n := 0
 	for _, l := range strings.Split(progress, "\n") {
-		if strings.Contains(l, "did not arrive") && (strings.Contains(l, "deadline exceeded") || strings.Contains(l, "Client.Timeout")) {
+		if !strings.Contains(l, "did not arrive") {
+			continue
+		}
+		switch {
+		case k == lost && strings.Contains(l, "injected fault: response lost"):
+			n++
+		case k == held && (strings.Contains(l, "deadline exceeded") || strings.Contains(l, "Client.Timeout")):
 			n++
 		}
 	}
@@ -270,22 +305,33 @@ var quickHeld = map[string]bool{"head create (install)": true, "apply Deployment
 
 // kindStats counts one fault kind's runs.
 type kindStats struct {
-	runs, converged, firstOK, firstUnavailable, faulted, landed, timeouts, falseClaims atomic.Int64
+	runs, converged, firstOK, firstUnavailable atomic.Int64
+	writes, reviews, landed, reported          atomic.Int64
+	falseClaims                                atomic.Int64
 }
 
 func (s *kindStats) observed(k faultKind) string {
-	how := "dropped"
+	how, why := "dropped", "lost answers"
 	if k == held {
-		how = fmt.Sprintf("held %s past a %s client timeout", heldFor, heldClientTimeout)
+		how, why = fmt.Sprintf("held %s past a %s client timeout", heldFor, heldClientTimeout), "client timeouts"
 	}
-	return fmt.Sprintf("%s %d/%d converged (%d answers %s, %d of them to writes that landed, %d client timeouts settled; first run: %d ok, %d exit 4 then rerun; %d \"nothing was written\" claims)",
-		k, s.converged.Load(), s.runs.Load(), s.faulted.Load(), how, s.landed.Load(), s.timeouts.Load(), s.firstOK.Load(), s.firstUnavailable.Load(), s.falseClaims.Load())
+	return fmt.Sprintf("%s: %d/%d converged (%d write answers %s, %d of those writes had landed, %d %s reported and settled, %d access-review answers %s; first run: %d ok, %d exit 4 then rerun; %d \"nothing was written\" for a landed write)",
+		k, s.converged.Load(), s.runs.Load(), s.writes.Load(), how, s.landed.Load(), s.reported.Load(), why, s.reviews.Load(), k.verb(),
+		s.firstOK.Load(), s.firstUnavailable.Load(), s.falseClaims.Load())
+}
+
+func (k faultKind) verb() string {
+	if k == held {
+		return "held"
+	}
+	return "dropped"
 }
 
 func (s *kindStats) details() map[string]any {
-	return map[string]any{"runs": s.runs.Load(), "converged": s.converged.Load(), "faultedAnswers": s.faulted.Load(),
-		"faultedAnswersToLandedWrites": s.landed.Load(), "clientTimeoutsSettled": s.timeouts.Load(), "firstRunCommitted": s.firstOK.Load(),
-		"firstRunUnavailable": s.firstUnavailable.Load(), "falseNothingWrittenClaims": s.falseClaims.Load()}
+	return map[string]any{"runs": s.runs.Load(), "converged": s.converged.Load(),
+		"hiddenWriteAnswers": s.writes.Load(), "hiddenWritesLanded": s.landed.Load(), "reportedAndSettled": s.reported.Load(),
+		"hiddenAccessReviewAnswers": s.reviews.Load(), "firstRunCommitted": s.firstOK.Load(),
+		"firstRunUnavailable": s.firstUnavailable.Load(), "nothingWrittenClaimsForLandedWrites": s.falseClaims.Load()}
 }
 
 // caseLostResponses: every mutation point once, then random plans; each
@@ -352,9 +398,10 @@ func caseLostResponses(c *campaign, cs *caseState) []Row {
 		st := stats[kind]
 		st.runs.Add(1)
 		r, err := c.lostRun(plans[i], kind, cs.rng(i))
-		st.faulted.Add(int64(r.faulted))
+		st.writes.Add(int64(r.writes))
+		st.reviews.Add(int64(r.reviews))
 		st.landed.Add(int64(len(r.landed)))
-		st.timeouts.Add(int64(r.timeouts))
+		st.reported.Add(int64(r.reported))
 		if len(r.claims) > 0 {
 			st.falseClaims.Add(int64(len(r.claims)))
 			cs.failf("run %d (%s, answer %s): said %q although the write(s) it hid had landed: %s [replay: -seed %d -case lost]",
@@ -382,13 +429,11 @@ func caseLostResponses(c *campaign, cs *caseState) []Row {
 
 // lostResult is what one run saw.
 type lostResult struct {
-	faulted int      // answers the fault hid
-	landed  []string // the hidden answers' writes that landed (2xx)
-	claims  []string // lines of the first run that say nothing was written, when some hidden write had landed
-	// timeouts counts the first run's progress lines that report an answer
-	// that did not arrive because the client's timeout ended the request.
-	timeouts int
-	class    string // the first run: "ok" or "unavailable"
+	writes, reviews int      // answers the fault hid: to writes, to access reviews
+	landed          []string // the hidden writes that landed (2xx)
+	reported        int      // the first run's progress lines reporting a hidden answer (faultKind.reported)
+	claims          []string // lines of the first run that say nothing was written, when some hidden write had landed
+	class           string   // the first run: "ok" or "unavailable"
 }
 
 // lostRun is one run: a faulty apply (answers lost or held, as kind says),
@@ -437,20 +482,23 @@ func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res 
 	faulty.Progress = &progress
 	ctx := context.Background()
 	first, ferr := ceremony.RunApply(ctx, faulty, ceremony.ApplyRequest{Preflight: pf.Record})
-	res.faulted, res.landed = fault.Fired(), rec.writes()
+	res.writes, res.reviews, res.landed = rec.counts()
+	if res.writes+res.reviews != fault.Fired() {
+		return res, fmt.Errorf("the fault hid %d answers, the recorder saw %d", fault.Fired(), res.writes+res.reviews)
+	}
+	said := progress.String()
+	if ferr != nil {
+		said += "\n" + ferr.Error()
+	}
 	if len(res.landed) > 0 {
-		said := progress.String()
-		if ferr != nil {
-			said += "\n" + ferr.Error()
-		}
 		res.claims = nothingWritten(said)
 	}
-	res.timeouts = clientTimeouts(progress.String())
-	if plan.mustHit && res.faulted == 0 {
+	res.reported = kind.reported(progress.String())
+	if plan.mustHit && res.writes == 0 {
 		return res, fmt.Errorf("the fault never fired: the run exercised nothing")
 	}
-	if kind == held && res.faulted > 0 && res.timeouts == 0 {
-		return res, fmt.Errorf("%d answer(s) held past the client timeout, but no progress line reports a client timeout:\n%s", res.faulted, progress.String())
+	if res.reported < res.writes {
+		return res, fmt.Errorf("%d write answer(s) %s, but only %d progress line(s) report one:\n%s", res.writes, kind.verb(), res.reported, said)
 	}
 	var firstReceipt []byte
 	switch {

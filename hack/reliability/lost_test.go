@@ -33,20 +33,26 @@ func TestNothingWritten(t *testing.T) {
 	}
 }
 
-func TestClientTimeouts(t *testing.T) {
+// Each kind recognises only its own reason for an answer that did not
+// arrive.
+func TestReported(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		text string
-		want int
+		name       string
+		text       string
+		lost, held int
 	}{
-		{"cas, context", "head ns/h: the answer to the write did not arrive (after 1.001s: Put \"https://x\": context deadline exceeded); re-reading to decide", 1},
-		{"apply, http client", "apply: Deployment/x: the answer did not arrive (after 1s: Patch \"https://x\": net/http: request canceled (Client.Timeout exceeded while awaiting headers)); applying again", 1},
-		{"lost, not a timeout", "apply: Deployment/x: the answer did not arrive (after 3ms: injected fault: response lost after the server executed the request); applying again", 0},
-		{"deadline without a lost answer", "converge: context deadline exceeded", 0},
+		{"cas, context", "head ns/h: the answer to the write did not arrive (after 1.001s: Put \"https://x\": context deadline exceeded); re-reading to decide", 0, 1},
+		{"apply, http client", "apply: Deployment/x: the answer did not arrive (after 1s: Patch \"https://x\": net/http: request canceled (Client.Timeout exceeded while awaiting headers)); applying again", 0, 1},
+		{"apply, lost", "apply: Deployment/x: the answer did not arrive (after 3ms: Patch \"https://x\": injected fault: response lost after the server executed the request); applying again", 1, 0},
+		{"two lines", "a: the answer to the write did not arrive (after 2ms: injected fault: response lost after the server executed the request)\nb: the answer did not arrive (after 2ms: injected fault: response lost after the server executed the request)", 2, 0},
+		{"deadline without a lost answer", "converge: context deadline exceeded", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := clientTimeouts(tc.text); got != tc.want {
-				t.Errorf("clientTimeouts(%q) = %d, want %d", tc.text, got, tc.want)
+			if got := lost.reported(tc.text); got != tc.lost {
+				t.Errorf("lost.reported = %d, want %d", got, tc.lost)
+			}
+			if got := held.reported(tc.text); got != tc.held {
+				t.Errorf("held.reported = %d, want %d", got, tc.held)
 			}
 		})
 	}
@@ -101,20 +107,27 @@ func TestFaultKinds(t *testing.T) {
 			if err := do(http.MethodPut, "/api/v1/namespaces/a/configmaps/b"); err == nil {
 				t.Error("PUT: the answer arrived, want it hidden")
 			}
+			if err := do(http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"); err == nil {
+				t.Error("review: the answer arrived, want it hidden")
+			}
 			if err := do(http.MethodPatch, "/api/v1/namespaces/a/configmaps/b?dryRun=All"); err != nil {
 				t.Errorf("dry-run PATCH: %v, want its answer", err)
 			}
 			if err := do(http.MethodGet, "/api/v1/namespaces/a/configmaps/b"); err != nil {
 				t.Errorf("GET: %v, want its answer", err)
 			}
-			if hits.post != 1 || hits.put != 1 || hits.get != 2 {
+			if hits.post != 2 || hits.put != 1 || hits.get != 2 {
 				t.Errorf("server saw %+v, want every request once", hits)
 			}
-			if f.Fired() != 2 {
-				t.Errorf("fired %d, want 2 (POST and PUT)", f.Fired())
+			if f.Fired() != 3 {
+				t.Errorf("fired %d, want 3 (POST, PUT and the review)", f.Fired())
 			}
-			if want := []string{"POST /api/v1/namespaces/a/configmaps (201)"}; !reflect.DeepEqual(rec.writes(), want) {
-				t.Errorf("landed %q, want %q (the PUT was refused 409)", rec.writes(), want)
+			writes, reviews, landed := rec.counts()
+			if writes != 2 || reviews != 1 {
+				t.Errorf("hidden: %d writes, %d reviews; want 2 and 1", writes, reviews)
+			}
+			if want := []string{"POST /api/v1/namespaces/a/configmaps (201)"}; !reflect.DeepEqual(landed, want) {
+				t.Errorf("landed %q, want %q (the PUT was refused 409)", landed, want)
 			}
 		})
 	}
