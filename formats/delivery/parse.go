@@ -1,0 +1,126 @@
+package delivery
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"unicode/utf8"
+
+	"sigs.k8s.io/yaml"
+)
+
+var members = []string{"schema", "deliveryId", "credentialId", "predecessorCredentialId", "deploymentGeneration", "target"}
+var targetMembers = []string{"clusterIdentity", "namespace", "secret", "key", "deployment"}
+
+// Parse reads a delivery file: at most MaxFileBytes of UTF-8, JSON (its
+// first non-blank byte is '{') or YAML (read as JSON by sigs.k8s.io/yaml,
+// strictly: a duplicate key is refused). The document is one object with
+// exactly the members of docs/worker.md, no unknown, missing or duplicate
+// member, strings as strings, deploymentGeneration a plain decimal integer,
+// predecessorCredentialId a string or null; then Validate.
+func Parse(data []byte) (*Delivery, error) {
+	if len(data) > MaxFileBytes {
+		return nil, invalidf("the file is %d bytes, at most %d are allowed", len(data), MaxFileBytes)
+	}
+	if !utf8.Valid(data) {
+		return nil, invalidf("the file is not UTF-8")
+	}
+	js := data
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		var err error
+		if js, err = yaml.YAMLToJSONStrict(data); err != nil {
+			return nil, invalidf("not valid YAML: %v", err)
+		}
+	}
+	m, err := object("the file", js, members)
+	if err != nil {
+		return nil, err
+	}
+	d := &Delivery{}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"schema", &d.Schema}, {"deliveryId", &d.DeliveryID}, {"credentialId", &d.CredentialID}} {
+		if *f.dst, err = str(f.name, m[f.name]); err != nil {
+			return nil, err
+		}
+	}
+	if raw := m["predecessorCredentialId"]; !bytes.Equal(raw, []byte("null")) {
+		p, err := str("predecessorCredentialId", raw)
+		if err != nil {
+			return nil, invalidf("predecessorCredentialId: write a credential id or null (null only for the first delivery)")
+		}
+		d.Predecessor = &p
+	}
+	g := string(m["deploymentGeneration"])
+	if d.Generation, err = ParseGeneration(g); err != nil {
+		return nil, invalidf("deploymentGeneration: %v", err)
+	}
+	tm, err := object("target", m["target"], targetMembers)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"clusterIdentity", &d.Target.ClusterIdentity}, {"namespace", &d.Target.Namespace}, {"secret", &d.Target.Secret}, {"key", &d.Target.Key}, {"deployment", &d.Target.Deployment}} {
+		if *f.dst, err = str("target."+f.name, tm[f.name]); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// object decodes data as one JSON object whose member names are exactly
+// want, values raw.
+func object(what string, data []byte, want []string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, invalidf("%s: not an object", what)
+	}
+	m := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, invalidf("%s: malformed JSON: %v", what, err)
+		}
+		name, _ := t.(string)
+		if _, dup := m[name]; dup {
+			return nil, invalidf("%s: member %q appears twice", what, clip(name))
+		}
+		if !slices.Contains(want, name) {
+			return nil, invalidf("%s: unknown member %q; the members are %q", what, clip(name), want)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, invalidf("%s: %s: malformed JSON: %v", what, name, err)
+		}
+		m[name] = bytes.TrimSpace(raw)
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, invalidf("%s: malformed JSON object", what)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, invalidf("%s: data after the object", what)
+	}
+	for _, name := range want {
+		if _, ok := m[name]; !ok {
+			return nil, invalidf("%s: member %q is missing", what, name)
+		}
+	}
+	return m, nil
+}
+
+func str(name string, raw json.RawMessage) (string, error) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", invalidf("%s: %s is not a string", name, clip(string(raw)))
+	}
+	return s, nil
+}
