@@ -3,6 +3,7 @@ package ceremony
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,24 +13,39 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
-// The convergence read (docs/head.md §6 step 7) reads every applied object
-// back from the API server and checks it with kstatus until it is Current.
-// It never trusts the apply response for this: the read is a fresh
-// observation, made after every object was applied, of the object's
-// existence, UID and generation, and it is what the converge transcript
-// records.
+// The convergence read (docs/head.md §6 step 7, docs/ceremony.md §6.5)
+// reads every applied object back from the API server and checks it with
+// kstatus until it is Current. It never trusts the apply response for
+// this: the read is a fresh observation of the object's existence, UID and
+// generation, and it is what the converge transcript records.
+//
+// It starts while the objects are still being applied (applyAll runs
+// watch in the background): each object is read once its own apply has
+// answered, so that waiting on controllers overlaps the rest of the
+// apply. A read made before the last object was applied counts for an
+// object without a metadata.generation (nothing the release applies later
+// can make it not Current); an object with a generation read Current then
+// is read once more after the whole apply, since a later object (an
+// autoscaler, say) can change its spec.
 //
 // Where the release has at least listMin objects still pending of one kind
 // in one namespace, they are read with one paginated LIST instead of one
 // GET each. A LIST needs the `list` verb, which `kubectl ql3 rbac` does not
 // grant (it cannot be limited by name): when the LIST is forbidden, that
 // kind and namespace fall back to GETs by name for the rest of the command.
+//
+// Polls back off: the pause after a poll starts at convergeFirstPoll and
+// doubles up to convergePollEvery (wait.Backoff), and is never shorter than
+// the poll's own requests at convergeReadsPerSecond, up to convergeMaxPause:
+// hundreds of objects waiting on a controller, read by name, cost about
+// convergeReadsPerSecond requests a second, not one per object per poll.
 const (
 	listMin  = 8
 	listPage = 500
@@ -39,7 +55,11 @@ const (
 	listWaste = 4
 	// The first re-read comes soon (small releases converge at once); the
 	// interval then doubles up to convergePollEvery.
-	convergeFirstPoll = 100 * time.Millisecond
+	convergeFirstPoll      = 100 * time.Millisecond
+	convergeReadsPerSecond = 50
+	convergeMaxPause       = 5 * time.Second
+	// progressEvery bounds how often the progress display is refreshed.
+	progressEvery = 100 * time.Millisecond
 )
 
 type groupKey struct{ apiVersion, kind, namespace string }
@@ -49,38 +69,197 @@ type reader struct {
 	o      *Options
 	mu     sync.Mutex
 	noList map[groupKey]bool // LIST forbidden or wasteful: GET by name
-	lists  atomic.Int64
-	gets   atomic.Int64
+	// size is the release's number of objects of each kind in each
+	// namespace: a LIST is wasteful against that, not against the few
+	// still pending (or applied so far).
+	size  map[groupKey]int
+	lists atomic.Int64
+	gets  atomic.Int64
+}
+
+// convergence is one command's convergence read: started by applyAll
+// while objects are applied, finished by converge.
+type convergence struct {
+	o *Options
+	r *reader
+	p *progress
+
+	mu       sync.Mutex
+	total    int
+	order    []inventory.Identity // applied, in the order their applies answered
+	current  map[inventory.Identity]objectResult
+	early    map[inventory.Identity]bool // read Current before the apply finished
+	message  map[inventory.Identity]string
+	polls    int
+	backoff  wait.Backoff
+	lastCost int64
+	shown    time.Time
+	wake     chan struct{}
+}
+
+func (o *Options) newConvergence(ids []inventory.Identity) *convergence {
+	size := map[groupKey]int{}
+	for _, id := range ids {
+		size[groupKey{id.APIVersion, id.Kind, id.Namespace}]++
+	}
+	total := len(ids)
+	c := &convergence{o: o, r: &reader{o: o, noList: map[groupKey]bool{}, size: size}, p: o.progress(), total: total,
+		current: map[inventory.Identity]objectResult{}, early: map[inventory.Identity]bool{}, message: map[inventory.Identity]string{},
+		backoff: wait.Backoff{Duration: convergeFirstPoll, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: convergePollEvery},
+		wake:    make(chan struct{}, 1)}
+	c.p.start(total)
+	return c
+}
+
+// add records that an object's apply answered: it may be read from now on.
+func (c *convergence) add(id inventory.Identity) {
+	c.mu.Lock()
+	c.order = append(c.order, id)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	c.refresh(false)
+}
+
+// pending is the applied objects not read Current yet.
+func (c *convergence) pending() []inventory.Identity {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []inventory.Identity
+	for _, id := range c.order {
+		if _, ok := c.current[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// poll reads ids once with at most par requests in flight and records
+// what it saw; early marks reads made while the apply goes on.
+func (c *convergence) poll(ctx context.Context, ids []inventory.Identity, par int, early bool) []objectResult {
+	before := c.r.lists.Load() + c.r.gets.Load()
+	res := c.r.read(ctx, ids, par)
+	c.mu.Lock()
+	c.polls++
+	c.lastCost = c.r.lists.Load() + c.r.gets.Load() - before
+	for _, rr := range res {
+		if rr.err == nil {
+			c.current[rr.ID], c.early[rr.ID] = rr, early
+			delete(c.message, rr.ID)
+			continue
+		}
+		delete(c.current, rr.ID)
+		c.message[rr.ID] = rr.err.Error()
+	}
+	c.mu.Unlock()
+	c.refresh(true)
+	return res
+}
+
+// pause is the wait before the next poll: the backoff's next step, but at
+// least the last poll's requests at convergeReadsPerSecond, at most
+// convergeMaxPause.
+func (c *convergence) pause() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.backoff.Step()
+	floor := time.Duration(c.lastCost) * time.Second / convergeReadsPerSecond
+	return min(max(d, floor), convergeMaxPause)
+}
+
+// refresh shows the counts and what still waits (at most every
+// progressEvery unless forced).
+func (c *convergence) refresh(force bool) {
+	c.mu.Lock()
+	now := time.Now()
+	if !force && now.Sub(c.shown) < progressEvery {
+		c.mu.Unlock()
+		return
+	}
+	c.shown = now
+	var waiting []waitingObject
+	for _, id := range c.order {
+		if _, ok := c.current[id]; ok {
+			continue
+		}
+		if msg, ok := c.message[id]; ok {
+			waiting = append(waiting, waitingObject{id.String(), msg})
+		}
+	}
+	applied, current := len(c.order), len(c.current)
+	c.mu.Unlock()
+	c.p.update(applied, current, waiting)
+}
+
+// watch reads the applied objects back while the apply goes on, until ctx
+// ends (applyAll cancels it when the last object was applied). It uses a
+// quarter of --parallelism, leaving the rest to the applies.
+func (c *convergence) watch(ctx context.Context) {
+	par := max(1, c.o.Parallelism/4)
+	for {
+		if ids := c.pending(); len(ids) > 0 {
+			c.poll(ctx, ids, par, true)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(c.pause()):
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		}
+	}
 }
 
 // converge is apply step 5: read every object back and wait, bounded by
-// the timeout, until kstatus says it is Current.
+// the timeout, until kstatus says it is Current. It continues the read
+// applyAll started (a fresh one when there is none).
 func (o *Options) converge(ctx context.Context, applied []objectResult) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	r := &reader{o: o, noList: map[groupKey]bool{}}
-	done := make([]objectResult, len(applied))
-	pending := make([]int, len(applied))
-	for i := range applied {
-		pending[i] = i
+	c := o.conv
+	o.conv = nil
+	if c == nil {
+		ids := make([]inventory.Identity, len(applied))
+		for i, a := range applied {
+			ids[i] = a.ID
+		}
+		c = o.newConvergence(ids)
+		for _, id := range ids {
+			c.add(id)
+		}
 	}
-	wait := convergeFirstPoll
-	for polls := 1; ; polls++ {
+	defer c.p.finish()
+	var pending []int
+	c.mu.Lock()
+	for i, a := range applied {
+		rr, ok := c.current[a.ID]
+		if !ok || (c.early[a.ID] && rr.Generation > 0) {
+			pending = append(pending, i)
+		}
+	}
+	c.mu.Unlock()
+	for {
 		ids := make([]inventory.Identity, len(pending))
 		for j, i := range pending {
 			ids[j] = applied[i].ID
 		}
-		res := r.read(ctx, ids)
+		var res []objectResult
+		if len(ids) > 0 {
+			res = c.poll(ctx, ids, o.Parallelism, false)
+		}
 		var still []int
 		var failed, denied []error
-		lastMsg := map[int]string{}
 		for j, rr := range res {
 			i := pending[j]
 			if rr.err == nil {
-				done[i] = rr
 				continue
 			}
-			lastMsg[i] = rr.err.Error()
 			if apierrors.IsForbidden(rr.err) || apierrors.IsUnauthorized(rr.err) {
 				denied = append(denied, fmt.Errorf("%s: %w", rr.ID, rr.err))
 			}
@@ -90,6 +269,7 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 			still = append(still, i)
 		}
 		if len(denied) > 0 {
+			c.p.finish()
 			// Waiting cannot grant a permission: fail now, not at --timeout.
 			for _, err := range denied {
 				o.say("converge: %v", err)
@@ -97,34 +277,45 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 			return "", fail.Errorf(fail.Invalid, "converge: %d object(s) cannot be read back (the deployer needs get on each applied object: `kubectl ql3 rbac` prints the rules; the Head stays applying, `kubectl ql3 resume` continues once granted): %w", len(denied), utilerrors.NewAggregate(denied))
 		}
 		if len(failed) > 0 {
+			c.p.finish()
 			for _, err := range failed {
 				o.say("converge: %v", err)
 			}
 			return "", fail.Errorf(fail.Other, "converge: %d object(s) failed: %w", len(failed), utilerrors.NewAggregate(failed))
 		}
 		if len(still) == 0 {
-			o.say("converge: read back in %d poll(s) with %d LIST and %d GET request(s)", polls, r.lists.Load(), r.gets.Load())
+			c.p.finish()
+			o.say("converge: read back in %d poll(s) with %d LIST and %d GET request(s)", c.polls, c.r.lists.Load(), c.r.gets.Load())
 			break
 		}
 		pending = still
 		select {
 		case <-ctx.Done():
+			c.p.finish()
 			var errs []error
+			c.mu.Lock()
 			for _, i := range pending {
-				errs = append(errs, fmt.Errorf("%s: %s", applied[i].ID, lastMsg[i]))
-				o.say("converge: %s not ready: %s", applied[i].ID, lastMsg[i])
+				msg := c.message[applied[i].ID]
+				errs = append(errs, fmt.Errorf("%s: %s", applied[i].ID, msg))
+				o.say("converge: %s not ready: %s", applied[i].ID, msg)
 			}
+			c.mu.Unlock()
 			return "", fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying; `kubectl ql3 resume` continues): %w", len(pending), o.Timeout, utilerrors.NewAggregate(errs))
-		case <-time.After(wait):
+		case <-time.After(c.pause()):
 		}
-		wait = min(2*wait, convergePollEvery)
 	}
+	done := make([]objectResult, len(applied))
+	c.mu.Lock()
+	for i, a := range applied {
+		done[i] = c.current[a.ID]
+	}
+	c.mu.Unlock()
 	return transcriptDigest("converge", done)
 }
 
 // read reads ids once and returns their results in the same order: an
 // error for each object that is missing, unreadable or not Current.
-func (r *reader) read(ctx context.Context, ids []inventory.Identity) []objectResult {
+func (r *reader) read(ctx context.Context, ids []inventory.Identity, par int) []objectResult {
 	out := make([]objectResult, len(ids))
 	groups := map[groupKey][]int{}
 	var order []groupKey
@@ -138,7 +329,7 @@ func (r *reader) read(ctx context.Context, ids []inventory.Identity) []objectRes
 	var mu sync.Mutex
 	var byGet []int
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, r.o.Parallelism)
+	sem := make(chan struct{}, par)
 	for _, k := range order {
 		idx := groups[k]
 		if len(idx) < listMin || r.skipList(k) {
@@ -228,8 +419,8 @@ func (r *reader) list(ctx context.Context, k groupKey, ids []inventory.Identity,
 			return nil
 		}
 		if page == 0 {
-			if n := list.GetRemainingItemCount(); n != nil && int(*n)+len(list.Items) > listWaste*len(idx) {
-				r.stopListing(k, fmt.Sprintf("%d objects of the kind there, %d of them the release's", int(*n)+len(list.Items), len(idx)))
+			if n := list.GetRemainingItemCount(); n != nil && int(*n)+len(list.Items) > listWaste*max(len(idx), r.size[k]) {
+				r.stopListing(k, fmt.Sprintf("%d objects of the kind there, %d of them the release's", int(*n)+len(list.Items), max(len(idx), r.size[k])))
 				return rest()
 			}
 		}

@@ -37,6 +37,8 @@ type Options struct {
 	ReceiptsDir string             // default: <release dir>/receipts
 	SignKey     ed25519.PrivateKey // optional receipt signing key
 	Progress    io.Writer          // one line per step; nil = quiet
+
+	conv *convergence // the convergence read applyAll starts and converge finishes
 }
 
 func (o *Options) defaults() {

@@ -58,6 +58,35 @@ func stages(objs []*unstructured.Unstructured) [][]*unstructured.Unstructured {
 	return [][]*unstructured.Unstructured{first, rest}
 }
 
+// controllerKinds are the kinds a controller acts on once they exist: in
+// the second stage they are sent first, so that their controllers start
+// while the leaf objects are applied.
+var controllerKinds = map[string]bool{
+	"apps/Deployment": true, "apps/StatefulSet": true, "apps/DaemonSet": true, "batch/Job": true,
+}
+
+func isControllerDriven(u *unstructured.Unstructured) bool {
+	gvk := u.GroupVersionKind()
+	return controllerKinds[gvk.Group+"/"+gvk.Kind]
+}
+
+// controllersFirst orders a stage: controller-driven kinds first, then the
+// rest, each in inventory order.
+func controllersFirst(stage []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(stage))
+	for _, u := range stage {
+		if isControllerDriven(u) {
+			out = append(out, u)
+		}
+	}
+	for _, u := range stage {
+		if !isControllerDriven(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // objectResult is one object's outcome in a step.
 type objectResult struct {
 	ID         inventory.Identity `json:"id"`
@@ -224,13 +253,36 @@ func classifyObjects(step string, failed, total int, errs []error) error {
 }
 
 // applyAll is apply step 4: server-side apply in stages, CRDs waited for
-// until Established before anything that may use them.
-func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool) ([]objectResult, error) {
+// until Established before anything that may use them; in the second
+// stage controller-driven kinds are sent first. The convergence read
+// (step 5) starts alongside: each object is read back once its apply has
+// answered (converge.go), and converge finishes it.
+func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool) (_ []objectResult, err error) {
 	var all []objectResult
 	releaseKinds := crdKinds(objs)
+	ids := make([]inventory.Identity, len(objs))
+	for i, u := range objs {
+		ids[i] = identityOf(u)
+	}
+	conv := o.newConvergence(ids)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); conv.watch(watchCtx) }()
+	defer func() {
+		stopWatch()
+		<-watched
+		if err != nil {
+			conv.p.finish()
+			return
+		}
+		o.conv = conv
+	}()
 	for i, stage := range stages(objs) {
 		if len(stage) == 0 {
 			continue
+		}
+		if i == 1 {
+			stage = controllersFirst(stage)
 		}
 		o.say("apply: stage %d: %d object(s)", i+1, len(stage))
 		results := forEach(ctx, o.Parallelism, stage, func(ctx context.Context, u *unstructured.Unstructured) objectResult {
@@ -249,6 +301,7 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 			// Only the identity, UID and generation are kept: the response
 			// bodies of N objects are not held until the convergence read.
 			r.UID, r.Generation = string(got.GetUID()), got.GetGeneration()
+			conv.add(r.ID)
 			return r
 		})
 		var errs []error
