@@ -31,7 +31,7 @@ func Needs(ns, name string) []cas.Access {
 }
 
 // Subject is whom RBAC binds the Role to (both empty: no binding).
-type Subject struct{ User, Group string }
+type Subject = cas.Subject
 
 // RoleName is the name of the Role of bundle name; invalid when too long.
 func RoleName(name string) (string, error) {
@@ -60,20 +60,8 @@ func RBAC(ns, name string, sub Subject) ([]any, error) {
 		},
 	}
 	out := []any{role}
-	var subjects []rbacv1.Subject
-	if sub.User != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: sub.User})
-	}
-	if sub.Group != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: sub.Group})
-	}
-	if len(subjects) > 0 {
-		out = append(out, &rbacv1.RoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: rn, Namespace: ns, Labels: labels},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: rn},
-			Subjects:   subjects,
-		})
+	if b := cas.Binding(sub, rn, ns, labels); b != nil {
+		out = append(out, b)
 	}
 	return out, nil
 }

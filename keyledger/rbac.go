@@ -31,7 +31,7 @@ func Needs(ns string) []cas.Access {
 }
 
 // Subject is whom RBAC binds the Role to (both empty: no binding).
-type Subject struct{ User, Group string }
+type Subject = cas.Subject
 
 // RBAC is the least privilege of `keyset publish` in ns: a Role with get
 // and update on the ledger and keyset Secrets by name and create on
@@ -46,20 +46,8 @@ func RBAC(ns string, sub Subject) []any {
 		},
 	}
 	out := []any{role}
-	var subjects []rbacv1.Subject
-	if sub.User != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: sub.User})
-	}
-	if sub.Group != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: sub.Group})
-	}
-	if len(subjects) > 0 {
-		out = append(out, &rbacv1.RoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: ns, Labels: map[string]string{LabelManagedBy: ManagedBy}},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: RoleName},
-			Subjects:   subjects,
-		})
+	if b := cas.Binding(sub, RoleName, ns, map[string]string{LabelManagedBy: ManagedBy}); b != nil {
+		out = append(out, b)
 	}
 	return out
 }
