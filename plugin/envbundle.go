@@ -2,11 +2,9 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -143,7 +141,7 @@ func (o *envBundlePackOptions) Run() error {
 			return fail.Errorf(fail.Unavailable, "write the bundle to standard output: %w", err)
 		}
 		report = o.streams.ErrOut
-	} else if err := writeEnvBundle(o.out, b.Bytes()); err != nil {
+	} else if err := createNew("--out", o.out, b.Bytes(), 0o600, "--out "+o.out+" already exists: pack never replaces a file; move it away or choose another path"); err != nil {
 		return err
 	}
 	rep := EnvBundleReport{File: o.out, Entries: b.Len(), Bytes: b.Size(), NameValueBytes: b.NameValueBytes()}
@@ -262,34 +260,6 @@ func readEnvBundleInput(r io.Reader, what string) ([]byte, error) {
 		return nil, fail.Errorf(fail.Invalid, "%s: more than %d bytes; an environment bundle (or its input) is far smaller", what, envBundleMaxInput)
 	}
 	return data, nil
-}
-
-// writeEnvBundle writes data to a new file at path: O_EXCL, mode 0600, no
-// temporary file. A failed write removes the partial file.
-func writeEnvBundle(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return fail.Errorf(fail.Invalid, "--out %s already exists: pack never replaces a file; move it away or choose another path", path)
-	}
-	if err != nil {
-		return fail.Errorf(fail.Invalid, "--out: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
-		return fail.Errorf(fail.Unavailable, "write %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync() // make the new name durable; best effort
-		d.Close()
-	}
-	return nil
 }
 
 // envBundleRBACHint ends a publish's missing-permission error.

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -362,33 +361,11 @@ func writeNewFiles(paths []string, sets []*keyset.Keyset) error {
 			undo()
 			return err
 		}
-		if err := writeNew(p, data); err != nil {
+		if err := createNew("--out-dir", p, data, 0o644, p+" already exists: plan-rotation never replaces a file; move it away or choose another --out-dir"); err != nil {
 			undo()
 			return err
 		}
 		written = append(written, p)
-	}
-	return nil
-}
-
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, os.ErrExist) {
-		return fail.Errorf(fail.Invalid, "%s already exists: plan-rotation never replaces a file; move it away or choose another --out-dir", path)
-	}
-	if err != nil {
-		return fail.Errorf(fail.Invalid, "write %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
-		return fail.Errorf(fail.Unavailable, "write %s: %w", path, err)
 	}
 	return nil
 }
