@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -21,10 +22,7 @@ import (
 const RBACName = "kubectl-ql3-deployer"
 
 // RBACSubject optionally binds the roles to a user or group.
-type RBACSubject struct {
-	User  string
-	Group string
-}
+type RBACSubject = cas.Subject
 
 // RBAC returns the least privilege for running the ceremony on a release:
 // get, create and update of the Head ConfigMap in the control namespace
@@ -35,12 +33,21 @@ type RBACSubject struct {
 // reference (RBAC's escalation checks); get on the kube-system Namespace
 // (the cluster identity). Nothing else.
 func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTMapper, subj RBACSubject) ([]any, error) {
+	return RBACRetire(objs, nil, controlNS, mapper, subj)
+}
+
+// RBACRetire is RBAC for a retire of the objects retired (the objects of
+// the deployed release that objs no longer has): RBAC's rules for objs,
+// plus get and delete on exactly the retired objects, by name (the fenced
+// delete, and the reads that settle it and wait until it is gone).
+// Nothing else gains delete.
+func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, mapper meta.RESTMapper, subj RBACSubject) ([]any, error) {
 	type key struct{ group, resource string }
 	crds := map[schema.GroupKind]struct {
 		plural     string
 		namespaced bool
 	}{}
-	for _, u := range objs {
+	for _, u := range slices.Concat(objs, retired) {
 		if u.GetKind() == "CustomResourceDefinition" && u.GroupVersionKind().Group == crdGroup {
 			g, _, _ := unstructured.NestedString(u.Object, "spec", "group")
 			k, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
@@ -54,7 +61,14 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 	}
 	namespaced := map[string]map[key][]string{} // namespace -> resource -> names
 	cluster := map[key][]string{}
-	for _, u := range objs {
+	extra := map[string]map[key][]string{} // namespace ("" = cluster) -> (group, resource:verb) -> names, for escalate, bind and delete
+	addExtra := func(ns string, k key, name string) {
+		if extra[ns] == nil {
+			extra[ns] = map[key][]string{}
+		}
+		extra[ns][k] = append(extra[ns][k], name)
+	}
+	for i, u := range slices.Concat(objs, retired) {
 		gvk := u.GroupVersionKind()
 		var k key
 		var isNS bool
@@ -70,6 +84,17 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 			}
 			k, isNS = key{m.Resource.Group, m.Resource.Resource}, m.Scope.Name() == meta.RESTScopeNameNamespace
 		}
+		if i >= len(objs) { // retired
+			ns := ""
+			if isNS {
+				ns = u.GetNamespace()
+				if namespaced[ns] == nil {
+					namespaced[ns] = map[key][]string{}
+				}
+			}
+			addExtra(ns, key{k.group, k.resource + ":get,delete"}, u.GetName())
+			continue
+		}
 		if isNS {
 			if namespaced[u.GetNamespace()] == nil {
 				namespaced[u.GetNamespace()] = map[key][]string{}
@@ -81,13 +106,6 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 	}
 	// RBAC's own escalation checks: creating a Role needs escalate on it,
 	// a binding needs bind on the role it references.
-	extra := map[string]map[key][]string{} // namespace ("" = cluster) -> (group, resource) -> names, for escalate and bind
-	addExtra := func(ns string, k key, name string) {
-		if extra[ns] == nil {
-			extra[ns] = map[key][]string{}
-		}
-		extra[ns][k] = append(extra[ns][k], name)
-	}
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
 		if gvk.Group != rbacv1.GroupName {
@@ -122,7 +140,7 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 		for _, k := range slices.SortedFunc(maps.Keys(x), byKey) {
 			res, verb, _ := strings.Cut(k.resource, ":")
 			names := slices.Compact(slices.Sorted(slices.Values(x[k])))
-			out = append(out, rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{res}, Verbs: []string{verb}, ResourceNames: names})
+			out = append(out, rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{res}, Verbs: strings.Split(verb, ","), ResourceNames: names})
 		}
 		return out
 	}
@@ -149,7 +167,7 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 			ObjectMeta: metav1.ObjectMeta{Name: RBACName, Namespace: ns},
 			Rules:      r,
 		})
-		if b := binding(subj, "Role", RBACName, ns); b != nil {
+		if b := cas.Binding(subj, RBACName, ns, nil); b != nil {
 			out = append(out, b)
 		}
 	}
@@ -161,32 +179,8 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
 		}, rules(cluster, extra[""])...),
 	})
-	if b := binding(subj, "ClusterRole", clusterName, ""); b != nil {
+	if b := cas.Binding(subj, clusterName, "", nil); b != nil {
 		out = append(out, b)
 	}
 	return out, nil
-}
-
-func binding(subj RBACSubject, roleKind, roleName, ns string) any {
-	var subjects []rbacv1.Subject
-	if subj.User != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: subj.User})
-	}
-	if subj.Group != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: subj.Group})
-	}
-	if len(subjects) == 0 {
-		return nil
-	}
-	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: roleKind, Name: roleName}
-	if roleKind == "ClusterRole" {
-		return &rbacv1.ClusterRoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: roleName}, Subjects: subjects, RoleRef: ref,
-		}
-	}
-	return &rbacv1.RoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: roleName, Namespace: ns}, Subjects: subjects, RoleRef: ref,
-	}
 }

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/qinglong/kubectl-ql3/cas"
@@ -234,4 +235,21 @@ func (o *Options) checkDeleteAccess(ctx context.Context, ids []inventory.Identit
 	}
 	o.say("access: get and delete held on each of the %d retired object(s)", len(ids))
 	return nil
+}
+
+// RetiredObjects are the objects of the deployed release old that the
+// release objs no longer has, compared by group, kind, namespace and name:
+// what a retire from old to objs deletes (for `rbac --retire-from`).
+func RetiredObjects(old, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	keep := map[inventory.Key]bool{}
+	for _, u := range objs {
+		keep[identityOf(u).Key()] = true
+	}
+	var out []*unstructured.Unstructured
+	for _, u := range old {
+		if !keep[identityOf(u).Key()] {
+			out = append(out, u)
+		}
+	}
+	return out
 }

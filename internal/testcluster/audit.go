@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -30,10 +31,22 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestURI string `json:"requestURI"`
+	// RequestObject is the request body, recorded for deletes only (their
+	// DeleteOptions: preconditions, dryRun).
+	RequestObject json.RawMessage `json:"requestObject,omitempty"`
 }
 
-// DryRun reports whether the request was a dry run (dryRun=All in the URI).
-func (e AuditEvent) DryRun() bool { return bytes.Contains([]byte(e.RequestURI), []byte("dryRun=All")) }
+// DryRun reports whether the request was a dry run: dryRun=All in the URI,
+// or, for a delete, in its DeleteOptions body.
+func (e AuditEvent) DryRun() bool {
+	if bytes.Contains([]byte(e.RequestURI), []byte("dryRun=All")) {
+		return true
+	}
+	var body struct {
+		DryRun []string `json:"dryRun"`
+	}
+	return len(e.RequestObject) > 0 && json.Unmarshal(e.RequestObject, &body) == nil && slices.Contains(body.DryRun, "All")
+}
 
 // Review reports whether the request was an access or token review
 // (SelfSubjectAccessReview and the like): a question to the API server that

@@ -255,11 +255,14 @@ func (cp *ControlPlane) startAPIServer() error {
 }
 
 // auditPolicy records every mutating request at Metadata level (who, what
-// verb, which object, which response code) and nothing else.
+// verb, which object, which response code) and nothing else; deletes at
+// Request level, so a test can read their DeleteOptions (preconditions).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+- level: Request
+  verbs: ["delete"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
