@@ -74,7 +74,9 @@ func baseRelease(t *testing.T, ns string) string {
 	if err := os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(batchYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	editRelease(t, dir, "3.1.0", func(k string) string { return strings.Replace(k, "- worker.yaml\n", "- worker.yaml\n- batch.yaml\n", 1) })
+	editRelease(t, dir, "3.1.0", func(k string) string {
+		return strings.Replace(k, "- worker.yaml\n", "- worker.yaml\n- batch.yaml\n", 1)
+	})
 	return dir
 }
 
