@@ -1,0 +1,209 @@
+package inventory
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
+)
+
+// CacheUse says how LoadReleaseCached obtained the render.
+type CacheUse struct {
+	// Hit is true when the objects came from the render cache.
+	Hit bool
+	// Reason says why the cache was not used, or was not filled, when it
+	// matters ("no entry", "source files changed", "Secret data: not
+	// cached", …); empty on a hit.
+	Reason string
+	// Stored is true when a fresh render was written to the cache.
+	Stored bool
+}
+
+// String is the progress wording: "hit", "miss (reason)" or "off".
+func (u CacheUse) String() string {
+	switch {
+	case u.Hit:
+		return "cache hit"
+	case u.Reason == "":
+		return "cache miss"
+	}
+	return "cache miss (" + u.Reason + ")"
+}
+
+// LoadReleaseCached is LoadRelease with a render cache (docs/render-cache.md).
+// With a nil cache it is LoadRelease. Otherwise it hashes the source files
+// the lock lists; when each equals the lock's digest, it reads the entry
+// keyed by the lock's source digest and the cache's build, re-checks the
+// cached objects as Render checks a fresh render, recomputes their render
+// and inventory digests, and uses them only if the release they make
+// verifies against the lock (VerifyLock). Any failure on that path is a
+// miss: the release is rendered as LoadRelease does, and a verified fresh
+// render is stored. A render holding Secret values is never read from or
+// written to the cache.
+func LoadReleaseCached(fsys filesys.FileSystem, dir string, opts Options, cache *rendercache.Cache) (*Release, *Lock, CacheUse, error) {
+	if cache == nil {
+		r, l, err := LoadRelease(fsys, dir, opts)
+		return r, l, CacheUse{Reason: "disabled"}, err
+	}
+	l, err := ReadLock(fsys, dir)
+	if err != nil {
+		return nil, nil, CacheUse{}, err
+	}
+	r, reason := fromCache(fsys, dir, opts, l, cache)
+	if r != nil {
+		return r, l, CacheUse{Hit: true}, nil
+	}
+	r, err = Render(fsys, dir, opts)
+	if err != nil {
+		return nil, nil, CacheUse{Reason: reason}, err
+	}
+	if err := VerifyLock(l, r); err != nil {
+		return nil, nil, CacheUse{Reason: reason}, err
+	}
+	use := CacheUse{Reason: reason}
+	switch err := StoreRender(cache, r); {
+	case errors.Is(err, errNotCacheable):
+		use.Reason = "Secret data: not cached"
+	case err != nil:
+		use.Reason = reason + "; not stored: " + err.Error()
+	default:
+		use.Stored = true
+	}
+	return r, l, use, nil
+}
+
+var errNotCacheable = errors.New("the render holds Secret values")
+
+// StoreRender writes a fresh render r to the cache under its source digest
+// and the cache's build. A render that holds Secret values (any Secret
+// with data or stringData, admitted with --allow-secret-data) is never
+// stored: the error then says so.
+func StoreRender(cache *rendercache.Cache, r *Release) error {
+	if hasSecretValues(r) {
+		return errNotCacheable
+	}
+	key, err := rendercache.Key(r.SourceDigest, cache.Build)
+	if err != nil {
+		return err
+	}
+	e := &rendercache.Entry{Key: key, SourceDigest: r.SourceDigest, RenderDigest: r.RenderDigest, InventoryDigest: r.InventoryDigest}
+	for _, o := range r.Objects {
+		data, err := json.Marshal(o.Object)
+		if err != nil {
+			return fmt.Errorf("render cache: object %s: %w", o.GetName(), err)
+		}
+		e.Objects = append(e.Objects, data)
+	}
+	return cache.Put(e)
+}
+
+// hasSecretValues reports whether any source file digest is keyed or
+// redacted, or any object is a Secret with values.
+func hasSecretValues(r *Release) bool {
+	for _, f := range r.Sources {
+		if !strings.HasPrefix(f.Digest, DigestPrefix) {
+			return true
+		}
+	}
+	for i, o := range r.Objects {
+		if vals, err := secretValuesOf(r.Inventory[i], o); err != nil || len(vals) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fromCache builds the release from the cache entry for l, or returns nil
+// and why not. Nothing the entry says is trusted: only the objects are
+// taken, and only if they re-derive the lock's digests.
+func fromCache(fsys filesys.FileSystem, dir string, opts Options, l *Lock, cache *rendercache.Cache) (*Release, string) {
+	files, reason := lockedSources(fsys, dir, l)
+	if files == nil {
+		return nil, reason
+	}
+	key, err := rendercache.Key(l.Source.Digest, cache.Build)
+	if err != nil {
+		return nil, err.Error()
+	}
+	e, err := cache.Get(key)
+	if err != nil {
+		return nil, strings.TrimPrefix(err.Error(), rendercache.ErrMiss.Error()+": ")
+	}
+	if e.RenderDigest != l.Render.Digest || e.InventoryDigest != l.Render.InventoryDigest || e.SourceDigest != l.Source.Digest {
+		return nil, "entry is for another release state"
+	}
+	objs := make([]*unstructured.Unstructured, len(e.Objects))
+	for i, raw := range e.Objects {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil || u.IsList() {
+			return nil, fmt.Sprintf("entry object %d is not an object", i)
+		}
+		objs[i] = u
+	}
+	r, secrets, err := check(dir, objs, files, opts)
+	if err != nil {
+		return nil, "cached objects fail the release checks"
+	}
+	if len(secrets) > 0 {
+		return nil, "entry holds Secret values"
+	}
+	r.Sources = slices.Clone(l.Source.Files)
+	r.SourceDigest = l.Source.Digest
+	if len(r.Images) == 0 {
+		r.Images = []string{}
+	}
+	r.redacted, r.SecretValuesCovered = r.Objects, true
+	if r.RenderDigest, err = RenderDigest(r.redacted); err != nil {
+		return nil, "entry objects: " + err.Error()
+	}
+	if r.InventoryDigest, err = InventoryDigest(r.Inventory); err != nil {
+		return nil, "entry inventory: " + err.Error()
+	}
+	if VerifyLock(l, r) != nil {
+		return nil, "entry does not match the lock"
+	}
+	cache.Touch(key, time.Now())
+	return r, ""
+}
+
+// lockedSources reads every source file the lock lists and checks it
+// against the lock's digest; it returns the files by path, or nil and why
+// not. A lock with keyed or redacted entries (Secret data) is never served
+// from the cache. Each directory holding a kustomization file must hold no
+// other recognised kustomization file name: kustomize would refuse such a
+// directory, and the lock's file list alone would not show it.
+func lockedSources(fsys filesys.FileSystem, dir string, l *Lock) (map[string][]byte, string) {
+	files := make(map[string][]byte, len(l.Source.Files))
+	names := konfig.RecognizedKustomizationFileNames()
+	for _, f := range l.Source.Files {
+		if !strings.HasPrefix(f.Digest, DigestPrefix) {
+			return nil, "Secret data: not cached"
+		}
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		data, err := fsys.ReadFile(p)
+		if err != nil {
+			return nil, "source files changed"
+		}
+		if FileDigest(data) != f.Digest {
+			return nil, "source files changed"
+		}
+		files[f.Path] = data
+		if base := filepath.Base(p); slices.Contains(names, base) {
+			for _, other := range names {
+				if other != base && fsys.Exists(filepath.Join(filepath.Dir(p), other)) {
+					return nil, "source files changed"
+				}
+			}
+		}
+	}
+	return files, ""
+}

@@ -1,0 +1,272 @@
+package inventory
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
+)
+
+// lockedFixture is the v3.0.0 fixture with its lock, in memory at /rel.
+func lockedFixture(t *testing.T) filesys.FileSystem {
+	t.Helper()
+	fs := fixtureFS(t, "v3.0.0")
+	l, _ := fixtureLock(t, "v3.0.0", "3.0.0")
+	data, err := l.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.WriteFile("/rel/"+LockFile, data); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func testCache(t *testing.T) *rendercache.Cache {
+	t.Helper()
+	return &rendercache.Cache{Dir: filepath.Join(t.TempDir(), "render"), Build: rendercache.BuildID()}
+}
+
+// wireBytes is what the ceremony would send for the objects: each one's
+// JSON, in order.
+func wireBytes(t *testing.T, r *Release) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for _, o := range r.Objects {
+		data, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// entryFile is the only entry in c.
+func entryFile(t *testing.T, c *rendercache.Cache) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(c.Dir, "*.json"))
+	if err != nil || len(m) != 1 {
+		t.Fatalf("want one cache entry, got %q (%v)", m, err)
+	}
+	return m[0]
+}
+
+func loadCached(t *testing.T, fs filesys.FileSystem, c *rendercache.Cache) (*Release, CacheUse) {
+	t.Helper()
+	r, l, use, err := LoadReleaseCached(fs, "/rel", Options{}, c)
+	if err != nil {
+		t.Fatalf("LoadReleaseCached: %v", err)
+	}
+	if r.RenderDigest != l.Render.Digest || r.InventoryDigest != l.Render.InventoryDigest || r.SourceDigest != l.Source.Digest {
+		t.Fatalf("release digests differ from the lock's")
+	}
+	return r, use
+}
+
+func TestLoadReleaseCachedMissThenHit(t *testing.T) {
+	fs := lockedFixture(t)
+	fresh, _, err := LoadRelease(fs, "/rel", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCache(t)
+
+	r1, use := loadCached(t, fs, c)
+	if use.Hit || !use.Stored || use.Reason != "no entry" {
+		t.Errorf("first load: %+v, want a stored miss with reason %q", use, "no entry")
+	}
+	st, err := os.Stat(entryFile(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("entry mode %v, want 0600", st.Mode().Perm())
+	}
+	if dst, _ := os.Stat(c.Dir); dst.Mode().Perm() != 0o700 {
+		t.Errorf("cache dir mode %v, want 0700", dst.Mode().Perm())
+	}
+
+	r2, use := loadCached(t, fs, c)
+	if !use.Hit || use.String() != "cache hit" {
+		t.Errorf("second load: %+v, want a hit", use)
+	}
+	for name, r := range map[string]*Release{"miss": r1, "hit": r2} {
+		if !bytes.Equal(wireBytes(t, fresh), wireBytes(t, r)) {
+			t.Errorf("%s: objects differ from LoadRelease's", name)
+		}
+		if r.ControlNamespace != fresh.ControlNamespace || strings.Join(r.Images, ",") != strings.Join(fresh.Images, ",") || len(r.Roles) != len(fresh.Roles) || len(r.Sources) != len(fresh.Sources) {
+			t.Errorf("%s: release metadata differs from LoadRelease's", name)
+		}
+	}
+}
+
+// A corrupted, forged or foreign entry only costs a render: the objects
+// are the fresh render's, byte for byte, and the entry is rewritten.
+func TestLoadReleaseCachedBadEntries(t *testing.T) {
+	tests := []struct {
+		name       string
+		edit       func(t *testing.T, c *rendercache.Cache, path string)
+		wantReason string
+	}{
+		{"garbage", func(t *testing.T, _ *rendercache.Cache, p string) { write(t, p, []byte("{not json")) }, "render cache entry"},
+		{"truncated", func(t *testing.T, _ *rendercache.Cache, p string) {
+			data, _ := os.ReadFile(p)
+			write(t, p, data[:len(data)/2])
+		}, "render cache entry"},
+		{"tampered object", func(t *testing.T, _ *rendercache.Cache, p string) {
+			// Change one value, keep every digest the entry claims.
+			data, _ := os.ReadFile(p)
+			e, err := rendercache.ParseEntry(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tampered := false
+			for i, o := range e.Objects {
+				if bytes.Contains(o, []byte(`"log-level"`)) {
+					e.Objects[i] = bytes.Replace(o, []byte(`"log-level":"`), []byte(`"log-level":"x`), 1)
+					tampered = true
+				}
+			}
+			if !tampered {
+				t.Fatal("fixture has no log-level to tamper with")
+			}
+			out, _ := json.Marshal(e)
+			write(t, p, out)
+		}, "entry does not match the lock"},
+		{"dropped object", func(t *testing.T, _ *rendercache.Cache, p string) {
+			data, _ := os.ReadFile(p)
+			e, _ := rendercache.ParseEntry(data)
+			e.Objects = e.Objects[:len(e.Objects)-1]
+			out, _ := json.Marshal(e)
+			write(t, p, out)
+		}, "entry does not match the lock"},
+		{"claims another render", func(t *testing.T, _ *rendercache.Cache, p string) {
+			data, _ := os.ReadFile(p)
+			e, _ := rendercache.ParseEntry(data)
+			e.RenderDigest = DigestBytes("render", []byte("other"))
+			out, _ := json.Marshal(e)
+			write(t, p, out)
+		}, "entry is for another release state"},
+		{"entry of another key", func(t *testing.T, _ *rendercache.Cache, p string) {
+			data, _ := os.ReadFile(p)
+			e, _ := rendercache.ParseEntry(data)
+			e.Key = DigestBytes("x", []byte("other key"))
+			out, _ := json.Marshal(e)
+			write(t, p, out)
+		}, "the entry is for key"},
+		{"foreign build", func(t *testing.T, c *rendercache.Cache, _ string) {
+			c.Build = DigestBytes("x", []byte("another plugin build"))
+		}, "no entry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := lockedFixture(t)
+			fresh, _, err := LoadRelease(fs, "/rel", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := testCache(t)
+			loadCached(t, fs, c)
+			tt.edit(t, c, entryFile(t, c))
+
+			r, use := loadCached(t, fs, c)
+			if use.Hit || !strings.Contains(use.Reason, tt.wantReason) {
+				t.Errorf("use %+v, want a miss mentioning %q", use, tt.wantReason)
+			}
+			if !bytes.Equal(wireBytes(t, fresh), wireBytes(t, r)) {
+				t.Error("objects differ from a fresh render's")
+			}
+			if !use.Stored {
+				t.Error("the fresh render was not stored")
+			}
+			if _, use = loadCached(t, fs, c); !use.Hit {
+				t.Errorf("after the rewrite: %+v, want a hit", use)
+			}
+		})
+	}
+}
+
+func write(t *testing.T, p string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Changed sources never hit: the render runs and the lock check reports
+// the change, exactly as without a cache.
+func TestLoadReleaseCachedChangedSources(t *testing.T) {
+	tests := []struct {
+		name, path, data, wantErr string
+	}{
+		{"edited file", "/rel/config.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ql3-config\ndata: {log-level: debug}\n", `source.files["config.yaml"]: changed`},
+		{"second kustomization", "/rel/Kustomization", "resources: []\n", "kustomiz"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := lockedFixture(t)
+			c := testCache(t)
+			loadCached(t, fs, c)
+			if err := fs.WriteFile(tt.path, []byte(tt.data)); err != nil {
+				t.Fatal(err)
+			}
+			_, _, use, err := LoadReleaseCached(fs, "/rel", Options{}, c)
+			wantInvalid(t, err, tt.wantErr)
+			if use.Hit || use.Reason != "source files changed" {
+				t.Errorf("use %+v, want a miss: source files changed", use)
+			}
+		})
+	}
+}
+
+// A release with Secret data is never cached, with or without a key.
+func TestLoadReleaseCachedSecretData(t *testing.T) {
+	for _, key := range [][]byte{nil, bytes.Repeat([]byte("k"), MinSecretDigestKeyLen)} {
+		fs := memFS(t, secretRelease())
+		opts := Options{AllowSecretData: true, SecretDigestKey: key}
+		r := mustRender(t, fs, opts)
+		l, err := NewLock(r, "1.0.0", testClusterIdentity, "v0.1.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := l.Marshal()
+		if err := fs.WriteFile("/rel/"+LockFile, data); err != nil {
+			t.Fatal(err)
+		}
+		c := testCache(t)
+		for range 2 {
+			got, _, use, err := LoadReleaseCached(fs, "/rel", opts, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if use.Hit || use.Stored || !strings.Contains(use.Reason, "Secret data") {
+				t.Errorf("key %d bytes: use %+v, want an unstored miss for Secret data", len(key), use)
+			}
+			if !bytes.Equal(wireBytes(t, r), wireBytes(t, got)) {
+				t.Error("objects differ from a fresh render's")
+			}
+		}
+		if err := StoreRender(c, r); err == nil {
+			t.Error("StoreRender stored a render with Secret values")
+		}
+		if m, _ := filepath.Glob(filepath.Join(c.Dir, "*")); len(m) != 0 {
+			t.Errorf("cache holds %q, want nothing", m)
+		}
+	}
+}
+
+func TestLoadReleaseCachedDisabled(t *testing.T) {
+	fs := lockedFixture(t)
+	_, _, use, err := LoadReleaseCached(fs, "/rel", Options{}, nil)
+	if err != nil || use.Hit || use.Stored || use.Reason != "disabled" {
+		t.Errorf("nil cache: %+v, %v; want a disabled miss", use, err)
+	}
+}

@@ -1,0 +1,295 @@
+// Package rendercache is the content-addressed store of rendered releases
+// (docs/render-cache.md). An entry holds the canonical rendered objects of
+// one release state, keyed by the release's source digest and the plugin
+// build that rendered it. The store only keeps bytes: it is never trusted.
+// Whoever reads an entry recomputes its render digest and uses it only when
+// that equals the digest the release's lock binds, so a corrupted, stale or
+// foreign entry can only cost a render.
+//
+// The package is offline and pure: no client-go, no kustomize.
+package rendercache
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
+)
+
+const (
+	// Schema is every entry's schema field.
+	Schema = "kubectl-ql3/render-cache@v1"
+	// DomainKey is the digest domain of cache keys.
+	DomainKey = "render-cache-key"
+	// DomainBuild is the digest domain of build identities.
+	DomainBuild = "render-cache-build"
+	// entrySuffix ends every entry's file name.
+	entrySuffix = ".json"
+	// tempPrefix starts the temporary files of unfinished writes.
+	tempPrefix = ".tmp-"
+)
+
+// Cache is a render cache directory.
+type Cache struct {
+	// Dir holds the entries; it is created 0700 on first write.
+	Dir string
+	// Build identifies the plugin build (BuildID); it is part of every key.
+	Build string
+}
+
+// DefaultDir is $XDG_CACHE_HOME/kubectl-ql3/render (os.UserCacheDir).
+func DefaultDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fail.Errorf(fail.Unavailable, "render cache: no user cache directory (%v); set XDG_CACHE_HOME or HOME, or pass --no-cache", err)
+	}
+	return filepath.Join(d, "kubectl-ql3", "render"), nil
+}
+
+// Open is the cache in DefaultDir for the running binary's build.
+func Open() (*Cache, error) {
+	d, err := DefaultDir()
+	if err != nil {
+		return nil, err
+	}
+	return &Cache{Dir: d, Build: BuildID()}, nil
+}
+
+// Module is one module of a build, as the build identity covers it.
+type Module struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+	Sum     string `json:"sum"`
+	// Replace is the replacement's path@version, if any.
+	Replace string `json:"replace,omitempty"`
+}
+
+// Build is what a build identity binds: the main module and every
+// dependency (kustomize's modules among them), with their sums.
+type Build struct {
+	GoVersion string   `json:"goVersion"`
+	Main      Module   `json:"main"`
+	Deps      []Module `json:"deps"`
+}
+
+// BuildOf extracts the build identity's input from build information.
+// Dependencies are sorted by path.
+func BuildOf(bi *debug.BuildInfo) Build {
+	mod := func(m *debug.Module) Module {
+		out := Module{Path: m.Path, Version: m.Version, Sum: m.Sum}
+		if m.Replace != nil {
+			out.Replace = m.Replace.Path + "@" + m.Replace.Version + " " + m.Replace.Sum
+		}
+		return out
+	}
+	b := Build{GoVersion: bi.GoVersion, Main: mod(&bi.Main), Deps: []Module{}}
+	for _, d := range bi.Deps {
+		b.Deps = append(b.Deps, mod(d))
+	}
+	slices.SortFunc(b.Deps, func(x, y Module) int { return strings.Compare(x.Path, y.Path) })
+	return b
+}
+
+// BuildDigest is the build identity of b: the canonical JSON of b under
+// DomainBuild.
+func BuildDigest(b Build) (string, error) { return canon.DigestOf(DomainBuild, b) }
+
+// BuildID is the running binary's build identity. Without build
+// information (never the case for a Go binary built with modules) it is
+// the digest of an empty build, which still differs from every real one.
+func BuildID() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = &debug.BuildInfo{}
+	}
+	d, err := BuildDigest(BuildOf(bi))
+	if err != nil {
+		panic(fmt.Sprintf("render cache: build digest: %v", err)) // plain strings: cannot fail
+	}
+	return d
+}
+
+// Key is the cache key of a release state: the canonical JSON of
+// {"build": build, "schema": Schema, "sourceDigest": sourceDigest} under
+// DomainKey.
+func Key(sourceDigest, build string) (string, error) {
+	if !canon.IsDigest(sourceDigest) || !canon.IsDigest(build) {
+		return "", fail.Errorf(fail.Invalid, "render cache key: source digest %q and build %q must be digests", sourceDigest, build)
+	}
+	return canon.DigestOf(DomainKey, map[string]string{"schema": Schema, "sourceDigest": sourceDigest, "build": build})
+}
+
+// Entry is one cached render.
+type Entry struct {
+	Schema string `json:"schema"`
+	// Key is the entry's cache key; its file is named after it.
+	Key             string `json:"key"`
+	SourceDigest    string `json:"sourceDigest"`
+	RenderDigest    string `json:"renderDigest"`
+	InventoryDigest string `json:"inventoryDigest"`
+	// Objects are the rendered objects in inventory order, each as JSON.
+	Objects []json.RawMessage `json:"objects"`
+}
+
+// ParseEntry decodes an entry strictly: one JSON object, no unknown
+// fields, the schema, digests and objects present. It does not recompute
+// any digest; that is the reader's job. The error is fail.Invalid.
+func ParseEntry(data []byte) (*Entry, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var e Entry
+	if err := dec.Decode(&e); err != nil {
+		return nil, fail.Errorf(fail.Invalid, "render cache entry: %w", err)
+	}
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
+		return nil, fail.Errorf(fail.Invalid, "render cache entry: data after the entry")
+	}
+	switch {
+	case e.Schema != Schema:
+		return nil, fail.Errorf(fail.Invalid, "render cache entry: schema %q is not %q", e.Schema, Schema)
+	case !canon.IsDigest(e.Key), !canon.IsDigest(e.SourceDigest), !canon.IsDigest(e.RenderDigest), !canon.IsDigest(e.InventoryDigest):
+		return nil, fail.Errorf(fail.Invalid, "render cache entry: key, sourceDigest, renderDigest and inventoryDigest must be digests")
+	case len(e.Objects) == 0:
+		return nil, fail.Errorf(fail.Invalid, "render cache entry: objects: required")
+	}
+	for i, o := range e.Objects {
+		if t := bytes.TrimSpace(o); len(t) == 0 || t[0] != '{' {
+			return nil, fail.Errorf(fail.Invalid, "render cache entry: objects[%d]: want a JSON object", i)
+		}
+	}
+	return &e, nil
+}
+
+var entryNameRE = regexp.MustCompile(`^[0-9a-f]{64}\.json$`)
+
+// path is the file of key: its hex digits and ".json".
+func (c *Cache) path(key string) string {
+	return filepath.Join(c.Dir, strings.TrimPrefix(key, canon.DigestPrefix)+entrySuffix)
+}
+
+// ErrMiss reports that no usable entry exists for a key; it wraps the reason.
+var ErrMiss = errors.New("render cache miss")
+
+// Get reads the entry for key. Every failure is a miss: an error wrapping
+// ErrMiss with the reason (absent, unreadable, malformed, another key).
+func (c *Cache) Get(key string) (*Entry, error) {
+	data, err := os.ReadFile(c.path(key))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: no entry", ErrMiss)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
+	}
+	e, err := ParseEntry(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
+	}
+	if e.Key != key {
+		return nil, fmt.Errorf("%w: the entry is for key %s", ErrMiss, e.Key)
+	}
+	return e, nil
+}
+
+// Put writes e atomically: a 0600 temporary file in the 0700 cache
+// directory, synced, then renamed over the entry's name. Readers see the
+// old entry, the new one, or none; never a partial one.
+func (c *Cache) Put(e *Entry) error {
+	e.Schema = Schema
+	data, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if _, err := ParseEntry(data); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return fail.Errorf(fail.Unavailable, "render cache %q: %w; pass --no-cache to run without it", c.Dir, err)
+	}
+	if err := os.Chmod(c.Dir, 0o700); err != nil {
+		return fail.Errorf(fail.Unavailable, "render cache %q: %w", c.Dir, err)
+	}
+	f, err := os.CreateTemp(c.Dir, tempPrefix+"*")
+	if err != nil {
+		return fail.Errorf(fail.Unavailable, "render cache %q: %w; pass --no-cache to run without it", c.Dir, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fail.Errorf(fail.Unavailable, "render cache: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fail.Errorf(fail.Unavailable, "render cache: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fail.Errorf(fail.Unavailable, "render cache: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fail.Errorf(fail.Unavailable, "render cache: %w", err)
+	}
+	if err := os.Rename(tmp, c.path(e.Key)); err != nil {
+		return fail.Errorf(fail.Unavailable, "render cache: %w", err)
+	}
+	return nil
+}
+
+// Touch marks the entry for key as used now, so that Prune keeps it.
+// Failures are ignored: the mark only affects pruning.
+func (c *Cache) Touch(key string, now time.Time) {
+	_ = os.Chtimes(c.path(key), now, now)
+}
+
+// Prune removes the entries (and leftover temporary files) last written or
+// used before now-olderThan; olderThan 0 removes every entry. Files that
+// are not entries are left alone. It returns how many files it removed; a
+// missing directory is an empty cache.
+func (c *Cache) Prune(olderThan time.Duration, now time.Time) (int, error) {
+	if olderThan < 0 {
+		return 0, fail.Errorf(fail.Invalid, "--older-than %s: must not be negative", olderThan)
+	}
+	ents, err := os.ReadDir(c.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fail.Errorf(fail.Unavailable, "render cache %q: %w", c.Dir, err)
+	}
+	cutoff := now.Add(-olderThan)
+	n := 0
+	var errs []error
+	for _, d := range ents {
+		name := d.Name()
+		if !d.Type().IsRegular() || !(entryNameRE.MatchString(name) || strings.HasPrefix(name, tempPrefix)) {
+			continue
+		}
+		info, err := d.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if olderThan > 0 && !info.ModTime().Before(cutoff) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(c.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	if len(errs) > 0 {
+		return n, fail.Wrap(fail.Unavailable, fmt.Errorf("render cache %q: %w", c.Dir, errors.Join(errs...)))
+	}
+	return n, nil
+}

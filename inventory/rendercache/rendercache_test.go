@@ -1,0 +1,278 @@
+package rendercache
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/importtest"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
+)
+
+// The cache is a pure, offline format: no cluster code, no renderer.
+func TestImports(t *testing.T) {
+	importtest.Forbid(t, []string{"."}, []string{"k8s.io/client-go", "sigs.k8s.io/kustomize", "./ceremony", "./plugin", "./inventory"}, "./inventory/canon", "./inventory/rendercache")
+}
+
+var (
+	srcA   = canon.DigestBytes("source", []byte("a"))
+	srcB   = canon.DigestBytes("source", []byte("b"))
+	buildA = canon.DigestBytes(DomainBuild, []byte("a"))
+	buildB = canon.DigestBytes(DomainBuild, []byte("b"))
+)
+
+func TestKey(t *testing.T) {
+	// The documented input: canonical JSON of {build, schema, sourceDigest}
+	// under the render-cache-key domain.
+	doc := `{"build":"` + buildA + `","schema":"` + Schema + `","sourceDigest":"` + srcA + `"}`
+	want := canon.DigestBytes(DomainKey, []byte(doc))
+	tests := []struct {
+		name          string
+		source, build string
+		want          string // "" = differs from want; "error" = invalid
+	}{
+		{"documented input", srcA, buildA, want},
+		{"other source", srcB, buildA, ""},
+		{"other build", srcA, buildB, ""},
+		{"source not a digest", "sha256:abc", buildA, "error"},
+		{"build not a digest", srcA, "v1.2.3", "error"},
+		{"empty", "", "", "error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Key(tt.source, tt.build)
+			switch tt.want {
+			case "error":
+				if !fail.Is(err, fail.Invalid) {
+					t.Errorf("err %v, want invalid", err)
+				}
+			case "":
+				if err != nil || got == want || !canon.IsDigest(got) {
+					t.Errorf("Key = %q, %v; want a digest other than %q", got, err, want)
+				}
+			default:
+				if err != nil || got != tt.want {
+					t.Errorf("Key = %q, %v; want %q", got, err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildDigest(t *testing.T) {
+	base := func() *debug.BuildInfo {
+		return &debug.BuildInfo{
+			GoVersion: "go1.26.0",
+			Main:      debug.Module{Path: "github.com/qinglong/kubectl-ql3", Version: "v1.0.0"},
+			Deps: []*debug.Module{
+				{Path: "sigs.k8s.io/kustomize/api", Version: "v0.20.1", Sum: "h1:a"},
+				{Path: "sigs.k8s.io/kustomize/kyaml", Version: "v0.20.1", Sum: "h1:b"},
+			},
+		}
+	}
+	d0, err := BuildDigest(BuildOf(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		edit func(*debug.BuildInfo)
+		same bool
+	}{
+		{"identical", func(*debug.BuildInfo) {}, true},
+		{"deps reordered", func(b *debug.BuildInfo) { b.Deps[0], b.Deps[1] = b.Deps[1], b.Deps[0] }, true},
+		{"plugin version", func(b *debug.BuildInfo) { b.Main.Version = "v1.0.1" }, false},
+		{"kustomize version", func(b *debug.BuildInfo) { b.Deps[0].Version = "v0.21.0" }, false},
+		{"dependency sum only (devel build)", func(b *debug.BuildInfo) { b.Deps[1].Sum = "h1:c" }, false},
+		{"replaced dependency", func(b *debug.BuildInfo) {
+			b.Deps[0].Replace = &debug.Module{Path: "example.com/fork", Version: "v0.0.1"}
+		}, false},
+		{"added dependency", func(b *debug.BuildInfo) { b.Deps = append(b.Deps, &debug.Module{Path: "x", Version: "v1"}) }, false},
+		{"go version", func(b *debug.BuildInfo) { b.GoVersion = "go1.26.1" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := base()
+			tt.edit(b)
+			d, err := BuildDigest(BuildOf(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (d == d0) != tt.same {
+				t.Errorf("digest %s vs base %s: same=%t, want %t", d, d0, d == d0, tt.same)
+			}
+		})
+	}
+	if id := BuildID(); !canon.IsDigest(id) || id != BuildID() {
+		t.Errorf("BuildID %q is not a stable digest", id)
+	}
+}
+
+func entryFor(t *testing.T, key string) *Entry {
+	t.Helper()
+	return &Entry{Key: key, SourceDigest: srcA, RenderDigest: srcB, InventoryDigest: srcB,
+		Objects: []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo"}}`)}}
+}
+
+func TestPutGet(t *testing.T) {
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "a", "render"), Build: buildA}
+	key, _ := Key(srcA, buildA)
+	if _, err := c.Get(key); !errors.Is(err, ErrMiss) || !strings.Contains(err.Error(), "no entry") {
+		t.Fatalf("empty cache: %v, want a miss: no entry", err)
+	}
+	if err := c.Put(entryFor(t, key)); err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Schema != Schema || e.Key != key || len(e.Objects) != 1 {
+		t.Errorf("got %+v", e)
+	}
+	ents, _ := os.ReadDir(c.Dir)
+	if len(ents) != 1 || ents[0].Name() != strings.TrimPrefix(key, "sha256:")+".json" {
+		t.Errorf("cache dir holds %v, want only the entry (no temporary file)", ents)
+	}
+	info, _ := ents[0].Info()
+	dir, _ := os.Stat(c.Dir)
+	if info.Mode().Perm() != 0o600 || dir.Mode().Perm() != 0o700 {
+		t.Errorf("modes: entry %v, dir %v; want 0600, 0700", info.Mode().Perm(), dir.Mode().Perm())
+	}
+	// An entry stored under another key's name is a miss.
+	other, _ := Key(srcB, buildA)
+	data, _ := os.ReadFile(c.path(key))
+	if err := os.WriteFile(c.path(other), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(other); !errors.Is(err, ErrMiss) || !strings.Contains(err.Error(), "is for key") {
+		t.Errorf("foreign entry: %v, want a miss", err)
+	}
+}
+
+func TestParseEntry(t *testing.T) {
+	key, _ := Key(srcA, buildA)
+	good, _ := json.Marshal(func() *Entry { e := entryFor(t, key); e.Schema = Schema; return e }())
+	tests := []struct {
+		name, data, wantErr string
+	}{
+		{"good", string(good), ""},
+		{"trailing data", string(good) + "{}", "data after the entry"},
+		{"trailing space", string(good) + "\n", ""},
+		{"unknown field", strings.Replace(string(good), `{"schema"`, `{"x":1,"schema"`, 1), "unknown field"},
+		{"other schema", strings.Replace(string(good), Schema, "kubectl-ql3/render-cache@v0", 1), "schema"},
+		{"bad digest", strings.Replace(string(good), srcA, "sha256:00", 1), "must be digests"},
+		{"no objects", strings.Replace(string(good), `"objects":[`, `"objects":[],"x":[`, 1), ""},
+		{"object not an object", strings.Replace(string(good), `[{"apiVersion"`, `["s",{"apiVersion"`, 1), "objects[0]"},
+		{"not json", "{", "render cache entry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseEntry([]byte(tt.data))
+			if tt.name == "no objects" {
+				if err == nil {
+					t.Error("accepted an entry with an unknown field and no objects")
+				}
+				return
+			}
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !fail.Is(err, fail.Invalid) {
+				t.Errorf("err %v, want invalid mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func FuzzParseEntry(f *testing.F) {
+	key, _ := Key(srcA, buildA)
+	e := &Entry{Schema: Schema, Key: key, SourceDigest: srcA, RenderDigest: srcB, InventoryDigest: srcB,
+		Objects: []json.RawMessage{json.RawMessage(`{"kind":"Namespace"}`)}}
+	good, _ := json.Marshal(e)
+	f.Add(good)
+	f.Add([]byte("{}"))
+	f.Add([]byte(`{"schema":"` + Schema + `"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := ParseEntry(data)
+		if err != nil {
+			if !fail.Is(err, fail.Invalid) {
+				t.Fatalf("error class %s: %v", fail.ClassOf(err), err)
+			}
+			return
+		}
+		// An accepted entry re-encodes to an accepted entry with the same fields.
+		out, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2, err := ParseEntry(out)
+		if err != nil || e2.Key != e.Key || e2.RenderDigest != e.RenderDigest || len(e2.Objects) != len(e.Objects) {
+			t.Fatalf("re-parse: %v", err)
+		}
+	})
+}
+
+func TestPrune(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	c := &Cache{Dir: t.TempDir(), Build: buildA}
+	mk := func(name string, age time.Duration) string {
+		p := filepath.Join(c.Dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hex := func(s string) string { return strings.Repeat(s, 64) }
+	old := mk(hex("a")+".json", 48*time.Hour)
+	recent := mk(hex("b")+".json", time.Hour)
+	tmp := mk(".tmp-123", 72*time.Hour)
+	foreign := mk("notes.txt", 1000*time.Hour)
+
+	tests := []struct {
+		name      string
+		olderThan time.Duration
+		wantN     int
+		gone      []string
+		kept      []string
+	}{
+		{"older than 24h", 24 * time.Hour, 2, []string{old, tmp}, []string{recent, foreign}},
+		{"again: nothing left that old", 24 * time.Hour, 0, nil, []string{recent, foreign}},
+		{"everything", 0, 1, []string{recent}, []string{foreign}},
+	}
+	for _, tt := range tests {
+		n, err := c.Prune(tt.olderThan, now)
+		if err != nil || n != tt.wantN {
+			t.Errorf("%s: removed %d, %v; want %d", tt.name, n, err, tt.wantN)
+		}
+		for _, p := range tt.gone {
+			if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: %s still there", tt.name, filepath.Base(p))
+			}
+		}
+		for _, p := range tt.kept {
+			if _, err := os.Stat(p); err != nil {
+				t.Errorf("%s: %s removed", tt.name, filepath.Base(p))
+			}
+		}
+	}
+	if _, err := c.Prune(-time.Hour, now); !fail.Is(err, fail.Invalid) {
+		t.Errorf("negative --older-than: %v, want invalid", err)
+	}
+	missing := &Cache{Dir: filepath.Join(c.Dir, "absent")}
+	if n, err := missing.Prune(0, now); n != 0 || err != nil {
+		t.Errorf("missing dir: %d, %v; want 0, nil", n, err)
+	}
+}
