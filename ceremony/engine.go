@@ -15,6 +15,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -37,6 +38,9 @@ type Options struct {
 	ReceiptsDir string             // default: <release dir>/receipts
 	SignKey     ed25519.PrivateKey // optional receipt signing key
 	Progress    io.Writer          // one line per step; nil = quiet
+	// RenderCache, if set, serves a render the lock binds without running
+	// kustomize, and stores fresh ones (docs/render-cache.md); nil renders.
+	RenderCache *rendercache.Cache
 
 	conv *convergence // the convergence read applyAll starts and converge finishes
 }
@@ -77,9 +81,13 @@ func (o *Options) load(dir string) (*loaded, error) {
 	if o.Cluster != nil {
 		opts.Mapper = o.Cluster.Mapper()
 	}
-	rel, lock, err := inventory.LoadRelease(o.FS, dir, opts)
+	start := time.Now()
+	rel, lock, use, err := inventory.LoadReleaseCached(o.FS, dir, opts, o.RenderCache)
 	if err != nil {
 		return nil, err
+	}
+	if o.RenderCache != nil {
+		o.say("render: %s, %d objects in %s", use, len(rel.Objects), time.Since(start).Round(time.Millisecond))
 	}
 	if err := inventory.CheckToolConstraint(lock, o.ToolVersion); err != nil {
 		return nil, err
