@@ -28,15 +28,20 @@ type CacheUse struct {
 	Stored bool
 }
 
-// String is the progress wording: "hit", "miss (reason)" or "off".
+// String is the progress wording: "cache hit", or "cache miss (reason)"
+// with ", stored" when the fresh render was stored.
 func (u CacheUse) String() string {
+	s := "cache miss"
 	switch {
 	case u.Hit:
 		return "cache hit"
-	case u.Reason == "":
-		return "cache miss"
+	case u.Reason != "":
+		s += " (" + u.Reason + ")"
 	}
-	return "cache miss (" + u.Reason + ")"
+	if u.Stored {
+		s += ", stored"
+	}
+	return s
 }
 
 // LoadReleaseCached is LoadRelease with a render cache (docs/render-cache.md).
