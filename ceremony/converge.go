@@ -105,10 +105,15 @@ func (o *Options) newConvergence(ids []inventory.Identity) *convergence {
 	total := len(ids)
 	c := &convergence{o: o, r: &reader{o: o, noList: map[groupKey]bool{}, size: size}, p: o.progress(), total: total,
 		current: map[inventory.Identity]objectResult{}, early: map[inventory.Identity]bool{}, message: map[inventory.Identity]string{},
-		backoff: wait.Backoff{Duration: convergeFirstPoll, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: convergePollEvery},
-		wake:    make(chan struct{}, 1)}
+		backoff: pollBackoff(), wake: make(chan struct{}, 1)}
 	c.p.start(total)
 	return c
+}
+
+// pollBackoff is the pause between polls before the cost floor of pause:
+// 100 ms doubling up to convergePollEvery, with 10% jitter.
+func pollBackoff() wait.Backoff {
+	return wait.Backoff{Duration: convergeFirstPoll, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: convergePollEvery}
 }
 
 // add records that an object's apply answered: it may be read from now on.
@@ -237,6 +242,9 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 	defer c.p.finish()
 	var pending []int
 	c.mu.Lock()
+	// The apply is over: the objects left are the ones to wait for, from
+	// the shortest pause again (the watch's backoff has grown meanwhile).
+	c.backoff = pollBackoff()
 	for i, a := range applied {
 		rr, ok := c.current[a.ID]
 		if !ok || (c.early[a.ID] && rr.Generation > 0) {
