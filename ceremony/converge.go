@@ -341,7 +341,9 @@ func (r *reader) read(ctx context.Context, ids []inventory.Identity, par int) []
 	for _, k := range order {
 		idx := groups[k]
 		if len(idx) < listMin || r.skipList(k) {
+			mu.Lock() // a LIST started above may be handing its objects back
 			byGet = append(byGet, idx...)
+			mu.Unlock()
 			continue
 		}
 		wg.Go(func() {
