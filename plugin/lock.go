@@ -89,6 +89,7 @@ type lockOptions struct {
 	clusterIdentity string
 	update          bool
 	output          string
+	noCache         bool
 
 	// Resolved by Complete.
 	opts     inventory.Options
@@ -135,6 +136,7 @@ are printed instead (-o name: the lock file's path).`,
 	cmd.Flags().StringVar(&o.version, "version", "", "the release `VERSION`: strict SemVer 2.0.0, without a leading v (required)")
 	cmd.Flags().StringVar(&o.clusterIdentity, "cluster-identity", "", "the target's cluster identity `DIGEST` (sha256:…, see kubectl ql3 version); do not contact a cluster for it")
 	cmd.Flags().BoolVar(&o.update, "update", false, "replace an existing lock")
+	addNoCacheFlag(cmd.Flags(), &o.noCache)
 	o.secrets.add(cmd.Flags())
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage()+" (default: the lock as written)")
 	registerOutputCompletion(cmd)
@@ -191,6 +193,7 @@ func (o *lockOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o.fillCache(rel)
 	clusterIdentity, err := o.identity(ctx)
 	if err != nil {
 		return err
@@ -226,6 +229,21 @@ func (o *lockOptions) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(o.streams.ErrOut, "%s %s: release %s, %d objects, namespace %s, lock %s\n", what, path, lock.Release.Version, lock.Render.Count, lock.Target.Namespace, digest)
 	return nil
+}
+
+// fillCache stores the fresh render for preflight and apply (lock always
+// renders). The cache is an optimisation: a failure to store is a warning.
+func (o *lockOptions) fillCache(rel *inventory.Release) {
+	c, err := renderCache(o.noCache)
+	if c == nil {
+		if err != nil {
+			fmt.Fprintf(o.streams.ErrOut, "warning: render cache: %v\n", err)
+		}
+		return
+	}
+	if err := inventory.StoreRender(c, rel); err != nil {
+		fmt.Fprintf(o.streams.ErrOut, "render cache: not stored: %v\n", err)
+	}
 }
 
 // writeLock writes data to path through a temporary file in the same

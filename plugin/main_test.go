@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
+	// The render cache of every run below lives in the test's own directory.
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	testcluster.Main(m, testcluster.Options{ControllerManager: true, AuditLog: true}, &cp)
 }
 

@@ -1,0 +1,109 @@
+package plugin
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
+)
+
+// addNoCacheFlag adds --no-cache, shared by lock and the ceremony commands.
+func addNoCacheFlag(fs *pflag.FlagSet, p *bool) {
+	fs.BoolVar(p, "no-cache", false, "neither read nor write the render cache (docs/render-cache.md): always render with kustomize")
+}
+
+// renderCache is the user's render cache for this binary, or nil with
+// --no-cache.
+func renderCache(noCache bool) (*rendercache.Cache, error) {
+	if noCache {
+		return nil, nil
+	}
+	return rendercache.Open()
+}
+
+type cacheOptions struct {
+	streams   genericiooptions.IOStreams
+	olderThan time.Duration
+}
+
+func newCmdCache(streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cache",
+		Short: "Show or prune the render cache",
+		Long: `The render cache holds the rendered objects of releases this plugin build has
+rendered, keyed by their source digest and the plugin build, so that preflight
+and apply do not run kustomize again for a release the lock binds. An entry is
+used only when its objects re-derive the lock's render digest: a stale or
+corrupted entry can only cost a render (docs/render-cache.md). Renders holding
+Secret values are never cached. --no-cache on lock, preflight, apply, resume
+and rollback bypasses it.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newCmdCacheDir(streams), newCmdCachePrune(streams))
+	return cmd
+}
+
+func newCmdCacheDir(streams genericiooptions.IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "dir",
+		Short: "Print the render cache directory",
+		Long:  `Print the render cache directory: $XDG_CACHE_HOME/kubectl-ql3/render (os.UserCacheDir).`,
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			d, err := rendercache.DefaultDir()
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(streams.Out, d)
+			return err
+		},
+	}
+}
+
+func newCmdCachePrune(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &cacheOptions{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "prune [--older-than DURATION]",
+		Short: "Remove render cache entries",
+		Long: `Remove the render cache entries not written or used within --older-than
+(default 0: every entry). Files in the directory that are not entries are left
+alone.`,
+		Example: `  kubectl ql3 cache prune
+  kubectl ql3 cache prune --older-than 720h`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(time.Now())
+		},
+	}
+	cmd.Flags().DurationVar(&o.olderThan, "older-than", 0, "remove only entries last written or used longer than `DURATION` ago (e.g. 720h)")
+	return cmd
+}
+
+func (o *cacheOptions) Validate() error {
+	if o.olderThan < 0 {
+		return fail.Errorf(fail.Invalid, "--older-than %s: must not be negative", o.olderThan)
+	}
+	return nil
+}
+
+func (o *cacheOptions) Run(now time.Time) error {
+	c, err := rendercache.Open()
+	if err != nil {
+		return err
+	}
+	n, err := c.Prune(o.olderThan, now)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.streams.ErrOut, "removed %d render cache entr%s from %s\n", n, map[bool]string{true: "y", false: "ies"}[n == 1], c.Dir)
+	return nil
+}
