@@ -298,3 +298,49 @@ func (v *Verifier) receipt(l *layout, md Descriptor, lockDigest, hint string) (s
 	}
 	return c.d.Digest, st, nil
 }
+
+// FindStage finds, in the layout's index.json, the package manifest whose
+// lock layer is lockDigest, and returns the manifest's digest: the
+// stageReference of `kubectl ql3 package intent` is NAME@ that digest.
+// Entries of another media type or with an artifactType are not read;
+// each manifest read is checked by size and digest. No such manifest is
+// fail.Unavailable (the stage is not in this layout yet); several
+// different ones are fail.Conflict.
+func (v *Verifier) FindStage(lockDigest string) (string, error) {
+	if err := v.Validate(); err != nil {
+		return "", err
+	}
+	l, err := openLayout(v.Layout)
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	ix, err := l.index()
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, d := range ix.Manifests {
+		if d.MediaType != MediaTypeManifest || d.ArtifactType != "" || slices.Contains(found, d.Digest) {
+			continue
+		}
+		data, err := l.blob(d, MaxManifestBytes)
+		if err != nil {
+			return "", err
+		}
+		m, err := parseManifest(d.Digest, data)
+		if err != nil {
+			continue
+		}
+		if _, lock, _, err := packageParts(d.Digest, m); err == nil && lock.Digest == lockDigest {
+			found = append(found, d.Digest)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", unavailablef("%s/index.json lists no package manifest whose lock layer is %s: the package is not staged in this layout", l.dir, lockDigest)
+	case 1:
+		return found[0], nil
+	}
+	return "", conflictf("%s/index.json lists %d package manifests for lock %s (%s): name the stage with --stage-ref", l.dir, len(found), lockDigest, strings.Join(found, ", "))
+}

@@ -255,3 +255,18 @@ func TestParsePublicKey(t *testing.T) {
 		}
 	}
 }
+
+func TestFindStage(t *testing.T) {
+	s, err := ocistagetest.Write(t.TempDir(), ocistagetest.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &ocistage.Verifier{Layout: s.Dir, TrustedKeys: []ed25519.PublicKey{ocistagetest.Key(1).Public().(ed25519.PublicKey)}, Allow: []string{"registry.example.com/qinglong/packages/demo"}}
+	got, err := v.FindStage(s.Evidence.LockDigest)
+	if err != nil || got != s.ManifestDigest {
+		t.Fatalf("FindStage: %q %v, want %s", got, err, s.ManifestDigest)
+	}
+	if _, err := v.FindStage(s.Evidence.ContentDigest); !fail.Is(err, fail.Unavailable) {
+		t.Fatalf("another lock: %v, want unavailable", err)
+	}
+}
