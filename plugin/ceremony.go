@@ -56,6 +56,7 @@ type ceremonyFlags struct {
 	output      string
 	cpuProfile  string
 	memProfile  string
+	noCache     bool
 
 	limiter *countingLimiter
 }
@@ -66,6 +67,7 @@ func (f *ceremonyFlags) add(fs *pflag.FlagSet, receiptsFlags bool) {
 	fs.IntVar(&f.burst, "burst", defaultBurst, "client-side request burst above --qps")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "bound on waiting for CRDs to be Established and objects to converge")
 	f.secrets.add(fs)
+	addNoCacheFlag(fs, &f.noCache)
 	fs.StringVarP(&f.output, "output", "o", "", outputUsage()+" (the result on stdout; progress stays on stderr)")
 	// Profiling the plugin process itself (make bench uses them); hidden.
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this command to `FILE`")
@@ -123,6 +125,9 @@ func (f *ceremonyFlags) options(flags *genericclioptions.ConfigFlags, errOut io.
 		Timeout:     f.timeout,
 		ReceiptsDir: f.receiptsDir,
 		Progress:    errOut,
+	}
+	if o.RenderCache, err = renderCache(f.noCache); err != nil {
+		return o, err
 	}
 	if f.signKey != "" {
 		var key ed25519.PrivateKey

@@ -54,7 +54,6 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		newCmdKeyset(flags, streams),
 		newCmdEnvBundle(flags, streams),
 		newCmdPackage(streams),
-		newCmdWorker(flags, streams),
 		newCmdCache(streams),
 	)
 	classifyUsageErrors(root)
