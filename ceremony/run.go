@@ -104,7 +104,7 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 		if err != nil {
 			return nil, err
 		}
-		if dry, err = transcriptDigest("dryRun", map[string]any{"apply": dry, "delete": deletes}); err != nil {
+		if dry, err = transcriptDigest("retire-dry-run", map[string]any{"dryRun": dry, "delete": deletes}); err != nil {
 			return nil, err
 		}
 		o.say("preflight: delete dry-run with preconditions: %d retired object(s) ok", len(deletes))
@@ -168,16 +168,18 @@ type ApplyRequest struct {
 
 // ApplyResult is the outcome of apply, resume or rollback.
 type ApplyResult struct {
-	Outcome      string            `json:"outcome"` // committed | replayed | superseded (with a conflict error)
-	Generation   int64             `json:"generation"`
-	Version      string            `json:"version"`
-	Transition   string            `json:"transition"`
-	ExpectedHead string            `json:"expectedHead"` // the token for the next preflight
-	Receipt      string            `json:"receipt"`
-	ReceiptState string            `json:"receiptState"` // written | replayed | rebuilt
-	Note         string            `json:"note,omitempty"`
-	Head         *Head             `json:"-"`
-	receipt      *receipts.Receipt `json:"-"`
+	Outcome      string `json:"outcome"` // committed | replayed | superseded (with a conflict error)
+	Generation   int64  `json:"generation"`
+	Version      string `json:"version"`
+	Transition   string `json:"transition"`
+	ExpectedHead string `json:"expectedHead"` // the token for the next preflight
+	Receipt      string `json:"receipt"`
+	ReceiptState string `json:"receiptState"` // written | replayed | rebuilt
+	Note         string `json:"note,omitempty"`
+	// Retired, on a retire, is each retired object with its outcome.
+	Retired []receipts.Retired `json:"retired,omitempty"`
+	Head    *Head              `json:"-"`
+	receipt *receipts.Receipt  `json:"-"`
 }
 
 // RunApply is docs/ceremony.md §6 and, with Resume, §7.
@@ -496,5 +498,5 @@ func (o *Options) finish(h *Head, rdir, outcome string) (*ApplyResult, error) {
 	}
 	o.say("receipt: %s %s (%s)", pub.Path, state, r.SelfDigest)
 	return &ApplyResult{Outcome: outcome, Generation: h.Generation, Version: h.Current.Version, Transition: h.Transition.Kind,
-		ExpectedHead: h.Expected().String(), Receipt: pub.Path, ReceiptState: state, Head: h, receipt: r}, nil
+		ExpectedHead: h.Expected().String(), Receipt: pub.Path, ReceiptState: state, Retired: h.Retired, Head: h, receipt: r}, nil
 }

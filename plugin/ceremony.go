@@ -215,14 +215,20 @@ type preflightOptions struct {
 func newCmdPreflight(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &preflightOptions{flags: flags, streams: streams}
 	cmd := &cobra.Command{
-		Use:   "preflight DIR --transition install|upgrade|rollback --expected-head TOKEN",
+		Use:   "preflight DIR --transition install|upgrade|rollback|retire --expected-head TOKEN",
 		Short: "Verify a release against its lock, the cluster and the Head, dry-run it, and write a preflight record",
 		Long: `Preflight is read-only against the cluster. It verifies the release directory
 against its lock, reads the cluster identity and the Head, applies the Head
 rules (install only onto no Head; upgrade only to a strictly greater version
-that keeps every live object; rollback only to the exact previous deployment),
+that keeps every live object; rollback only to the exact previous deployment;
+retire only to a strictly greater version that drops objects and adds none),
 server-side dry-runs every object, and writes the preflight record without
-replacing any file. Pass the record to "kubectl ql3 apply --preflight".`,
+replacing any file. Pass the record to "kubectl ql3 apply --preflight".
+
+A retire records, and prints, the UID and resourceVersion of each object it
+retires (or "absent"), and dry-runs each delete with those preconditions;
+apply then deletes exactly those objects in exactly those states
+(docs/ceremony.md §11).`,
 		Example: `  kubectl ql3 head -n ql3-demo                # prints the expected-Head token
   kubectl ql3 preflight ./release --transition install --expected-head ql3h1-0-none --out pf.json`,
 		Args: exactArgs(1),
@@ -235,7 +241,7 @@ replacing any file. Pass the record to "kubectl ql3 apply --preflight".`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.kind, "transition", "", "`TRANSITION`: install, upgrade or rollback (required)")
+	fs.StringVar(&o.kind, "transition", "", "`TRANSITION`: install, upgrade, rollback or retire (required)")
 	fs.StringVar(&o.expected, "expected-head", "", "the Head `TOKEN` printed by kubectl ql3 head (required)")
 	fs.StringVar(&o.out, "out", "", "`FILE` to write the preflight record to (never replaced; default ql3-preflight-g<N>-<transition>-<version>.json)")
 	fs.BoolVar(&o.force, "force-conflicts", false, "take over fields owned by other field managers (recorded in the command digest)")
@@ -243,16 +249,16 @@ replacing any file. Pass the record to "kubectl ql3 apply --preflight".`,
 	o.cf.add(fs, false)
 	_ = cmd.MarkFlagRequired("transition")
 	_ = cmd.MarkFlagRequired("expected-head")
-	_ = cmd.RegisterFlagCompletionFunc("transition", fixedCompletion("install", "upgrade", "rollback"))
+	_ = cmd.RegisterFlagCompletionFunc("transition", fixedCompletion("install", "upgrade", "rollback", "retire"))
 	registerOutputCompletion(cmd)
 	return cmd
 }
 
 func (o *preflightOptions) Validate() error {
 	switch o.kind {
-	case ceremony.TransitionInstall, ceremony.TransitionUpgrade, ceremony.TransitionRollback:
+	case ceremony.TransitionInstall, ceremony.TransitionUpgrade, ceremony.TransitionRollback, ceremony.TransitionRetire:
 	default:
-		return fail.Errorf(fail.Invalid, "--transition %q: want install, upgrade or rollback", o.kind)
+		return fail.Errorf(fail.Invalid, "--transition %q: want install, upgrade, rollback or retire", o.kind)
 	}
 	if _, err := ceremony.ParseExpectedHead(o.expected); err != nil {
 		return err
@@ -300,17 +306,26 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 		}
 	}
 	return o.cf.print(o.streams.Out, res, func() {
-		fmt.Fprintf(o.streams.Out, "preflight %s\nrecord: %s\nnext: kubectl ql3 apply --preflight %s\n", res.Record.SelfDigest, res.Path, res.Path)
+		fmt.Fprintf(o.streams.Out, "preflight %s\n", res.Record.SelfDigest)
+		for _, r := range res.Record.Retired {
+			if r.UID == "" {
+				fmt.Fprintf(o.streams.Out, "retire %s: absent\n", r.ID)
+			} else {
+				fmt.Fprintf(o.streams.Out, "retire %s: uid %s resourceVersion %s\n", r.ID, r.UID, r.ResourceVersion)
+			}
+		}
+		fmt.Fprintf(o.streams.Out, "record: %s\nnext: kubectl ql3 apply --preflight %s\n", res.Path, res.Path)
 	})
 }
 
 type applyOptions struct {
-	flags     *genericclioptions.ConfigFlags
-	streams   genericiooptions.IOStreams
-	cf        ceremonyFlags
-	preflight string
-	dir       string
-	resume    bool
+	flags        *genericclioptions.ConfigFlags
+	streams      genericiooptions.IOStreams
+	cf           ceremonyFlags
+	preflight    string
+	dir          string
+	resume       bool
+	leaveChanged bool
 }
 
 func newCmdApply(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams, resume bool) *cobra.Command {
@@ -344,11 +359,20 @@ preflight is a replay that writes no workload object.`,
 preflight's command): it takes the applying intent over with a
 resourceVersion-carrying update that records a new mutation id, re-applies
 every object (server-side apply is idempotent), converges, commits and
-publishes the receipt. It refuses a Head applying any other preflight.`
-		cmd.Example = `  kubectl ql3 resume --preflight pf.json`
+publishes the receipt. It refuses a Head applying any other preflight.
+
+For a retire it finishes the deletes still pending (objects already gone
+count as done). An object changed after the preflight is never deleted:
+restore it and resume, or keep it on the cluster, unmanaged, with
+--leave-changed (the receipt records "left: changed").`
+		cmd.Example = `  kubectl ql3 resume --preflight pf.json
+  kubectl ql3 resume --preflight pf-retire.json --leave-changed`
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.preflight, "preflight", "", "the preflight record `FILE` written by kubectl ql3 preflight (required)")
+	if resume {
+		fs.BoolVar(&o.leaveChanged, "leave-changed", false, "retire: leave each retired object changed since the preflight on the cluster, unmanaged (outcome \"left: changed\"), instead of failing")
+	}
 	o.cf.add(fs, true)
 	_ = cmd.MarkFlagRequired("preflight")
 	registerOutputCompletion(cmd)
@@ -370,7 +394,7 @@ func (o *applyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := ceremony.RunApply(ctx, co, ceremony.ApplyRequest{Preflight: rec, Dir: o.dir, Resume: o.resume})
+	res, err := ceremony.RunApply(ctx, co, ceremony.ApplyRequest{Preflight: rec, Dir: o.dir, Resume: o.resume, LeaveChanged: o.leaveChanged})
 	if err != nil {
 		if res != nil && o.cf.output != "" {
 			// A result that is also an error (superseded): scripts read
@@ -384,6 +408,9 @@ func (o *applyOptions) Run(ctx context.Context) error {
 
 func printApplyResult(w io.Writer, res *ceremony.ApplyResult) {
 	fmt.Fprintf(w, "%s: generation %d, %s %s\nreceipt: %s (%s)\n", res.Outcome, res.Generation, res.Transition, res.Version, res.Receipt, res.ReceiptState)
+	for _, r := range res.Retired {
+		fmt.Fprintf(w, "retired %s: %s\n", r.ID, r.Outcome)
+	}
 	if res.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", res.Note)
 	}

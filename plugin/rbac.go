@@ -5,12 +5,14 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -22,6 +24,7 @@ type rbacOptions struct {
 	bindGroup string
 	output    string
 	secrets   secretFlags
+	retireOld string
 }
 
 func newCmdRBAC(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -41,9 +44,14 @@ No "list" is granted: RBAC cannot limit it by name, so it would reveal every
 object of the kind in the namespace. Apply's convergence read then falls back
 from one LIST per kind and namespace to one GET per object (same result, more
 requests). Add "list" on the release's kinds yourself if you accept that
-trade-off for a faster read-back of large releases (docs/head.md §6).`,
-		Example: `  kubectl ql3 rbac ./release --bind-user ci-deployer | kubectl apply -f -`,
-		Args:    exactArgs(1),
+trade-off for a faster read-back of large releases (docs/head.md §6).
+
+No "delete" is granted, except with --retire-from DIR_OLD (the deployed
+release a retire to DIR starts from): then get and delete on exactly the
+objects DIR_OLD has and DIR has not, by name (docs/ceremony.md §11).`,
+		Example: `  kubectl ql3 rbac ./release --bind-user ci-deployer | kubectl apply -f -
+  kubectl ql3 rbac ./release-3.2.0 --retire-from ./release-3.1.0 --bind-user ci-deployer`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
 			if err := validateOutput(o.output); err != nil {
@@ -57,6 +65,7 @@ trade-off for a faster read-back of large releases (docs/head.md §6).`,
 	}
 	cmd.Flags().StringVar(&o.bindUser, "bind-user", "", "also print bindings of the roles to the user `NAME`")
 	cmd.Flags().StringVar(&o.bindGroup, "bind-group", "", "also print bindings of the roles to the group `NAME`")
+	cmd.Flags().StringVar(&o.retireOld, "retire-from", "", "also grant get and delete, by name, on each object the deployed release `DIR_OLD` has and DIR has not (a retire)")
 	o.secrets.add(cmd.Flags())
 	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", outputUsage()+"; yaml is a multi-document stream, the others see a v1 List")
 	registerOutputCompletion(cmd)
@@ -77,7 +86,20 @@ func (o *rbacOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	objs, err := ceremony.RBAC(rel.Objects, lock.Target.Namespace, mapper, ceremony.RBACSubject{User: o.bindUser, Group: o.bindGroup})
+	var retired []*unstructured.Unstructured
+	if o.retireOld != "" {
+		old, oldLock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), o.retireOld, opts)
+		if err != nil {
+			return fmt.Errorf("--retire-from: %w", err)
+		}
+		if oldLock.Target != lock.Target {
+			return fail.Errorf(fail.Invalid, "--retire-from %q targets %+v, not the release's %+v", o.retireOld, oldLock.Target, lock.Target)
+		}
+		if retired = ceremony.RetiredObjects(old.Objects, rel.Objects); len(retired) == 0 {
+			return fail.Errorf(fail.Invalid, "--retire-from %q: the release keeps every object of it: nothing to retire", o.retireOld)
+		}
+	}
+	objs, err := ceremony.RBACRetire(rel.Objects, retired, lock.Target.Namespace, mapper, ceremony.RBACSubject{User: o.bindUser, Group: o.bindGroup})
 	if err != nil {
 		return err
 	}

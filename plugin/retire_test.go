@@ -1,0 +1,180 @@
+package plugin_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// batchDeployment is a second worker Deployment a retire can remove while
+// the release keeps its worker role.
+const batchDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ql3-batch
+  labels:
+    qinglong.io/role: worker
+spec:
+  replicas: 0
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: ql3-batch
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: ql3-batch
+        qinglong.io/role: worker
+    spec:
+      containers:
+      - name: batch
+        image: registry.k8s.io/pause:3.10.1@sha256:c204928bc0cb6e2054f8063f63ad2431ae024aca123d368b3268d305a0645db5
+`
+
+// relock rewrites dir's kustomization with edit and locks it again.
+func relock(t *testing.T, dir, version string, edit func(string) string) {
+	t.Helper()
+	kpath := filepath.Join(dir, "kustomization.yaml")
+	k, err := os.ReadFile(kpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kpath, []byte(edit(string(k))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "ql3.lock.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, nil, "lock", dir, "--version", version)
+}
+
+// retireReleases are v3.1.0 with the ql3-batch Deployment, and 3.2.0: the
+// same without ql3-batch and the ql3-features ConfigMap.
+func retireReleases(t *testing.T, ns string) (base, retired string) {
+	t.Helper()
+	base = releaseCopy(t, "v3.1.0", ns, "")
+	if err := os.WriteFile(filepath.Join(base, "batch.yaml"), []byte(batchDeployment), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	relock(t, base, "3.1.0", func(k string) string {
+		return strings.Replace(k, "- worker.yaml\n", "- worker.yaml\n- batch.yaml\n", 1)
+	})
+	retired = releaseCopy(t, "v3.1.0", ns, "3.2.0")
+	relock(t, retired, "3.2.0", func(k string) string { return strings.Replace(k, "- features.yaml\n", "", 1) })
+	return base, retired
+}
+
+// The retire through the built binary, by a deployer holding exactly what
+// `rbac --retire-from` prints: preflight prints each retired object's UID
+// and resourceVersion, apply deletes exactly those two (fenced), the
+// receipts audit as one chain, and a rollback across the retire is refused.
+func TestCLIRetire(t *testing.T) {
+	ns := controlNamespace(t)
+	base, v320 := retireReleases(t, ns)
+	work := t.TempDir()
+	rdir := filepath.Join(work, "receipts")
+	pf0 := filepath.Join(work, "install.json")
+	mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
+	mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+
+	rbac := mustRun(t, nil, "rbac", v320, "--retire-from", base, "--bind-user", "retirer-"+ns)
+	if n := strings.Count(rbac, "- delete"); n != 2 {
+		t.Fatalf("rbac --retire-from grants delete %d times, want 2 (configmaps and deployments, by name):\n%s", n, rbac)
+	}
+	if plain := mustRun(t, nil, "rbac", v320); strings.Contains(plain, "delete") {
+		t.Fatalf("rbac without --retire-from grants delete:\n%s", plain)
+	}
+	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(rbac)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply rbac: %v\n%s", err, out)
+	}
+	kc, err := cp.Kubeconfig("retirer-" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + kc}
+	cm, err := cp.Clientset().CoreV1().ConfigMaps(ns).Get(context.Background(), "ql3-features", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf := filepath.Join(work, "retire.json")
+	out := mustRun(t, env, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, env, ns), "--out", pf)
+	if want := "retire v1/ConfigMap/" + ns + "/ql3-features: uid " + string(cm.UID) + " resourceVersion " + cm.ResourceVersion; !strings.Contains(out, want) {
+		t.Fatalf("preflight output lacks %q:\n%s", want, out)
+	}
+	out = mustRun(t, env, "apply", "--preflight", pf, "--receipts-dir", rdir)
+	for _, want := range []string{"committed: generation 2, retire 3.2.0", "retired apps/v1/Deployment/" + ns + "/ql3-batch: deleted", "retired v1/ConfigMap/" + ns + "/ql3-features: deleted"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	deletes, err := cp.Writes(func(e testcluster.AuditEvent) bool { return e.User.Username == "retirer-"+ns && e.Verb == "delete" })
+	if err != nil || len(deletes) != 2 {
+		t.Fatalf("deletes by the deployer: %d (%v), want 2", len(deletes), err)
+	}
+	for _, e := range deletes {
+		if !strings.Contains(string(e.RequestObject), `"preconditions":{"uid":`) {
+			t.Fatalf("a delete without preconditions: %s", e.RequestObject)
+		}
+	}
+	audit := mustRun(t, nil, "receipt", "audit", rdir, "--release", v320, "-o", "json")
+	var rep receipts.Report
+	if err := json.Unmarshal([]byte(audit), &rep); err != nil || !rep.OK() {
+		t.Fatalf("audit: %v\n%s", err, audit)
+	}
+	_, stderr, code := run(t, nil, "rollback", base, "--expected-head", headToken(t, nil, ns), "--out", filepath.Join(work, "rb.json"), "--receipts-dir", rdir)
+	if code != 2 || !strings.Contains(stderr, "because of the retirement") {
+		t.Fatalf("rollback after retire: exit %d: %s", code, stderr)
+	}
+}
+
+// Changed after the preflight: apply exits 3 naming both resourceVersions
+// and deletes nothing further; resume --leave-changed commits.
+func TestCLIRetireChanged(t *testing.T) {
+	ctx := context.Background()
+	ns := controlNamespace(t)
+	base, v320 := retireReleases(t, ns)
+	work := t.TempDir()
+	rdir := filepath.Join(work, "receipts")
+	pf0 := filepath.Join(work, "install.json")
+	mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
+	mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+	pf := filepath.Join(work, "retire.json")
+	mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", pf)
+	cms := cp.Clientset().CoreV1().ConfigMaps(ns)
+	cm, err := cms.Get(ctx, "ql3-features", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := cm.ResourceVersion
+	cm.Data["batch-size"] = "256"
+	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := run(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir)
+	if code != 3 || !strings.Contains(stderr, "resourceVersion "+recorded+" recorded, "+cm.ResourceVersion+" now") || !strings.Contains(stderr, "--leave-changed") {
+		t.Fatalf("apply over a changed object: exit %d: %s", code, stderr)
+	}
+	if _, err := cp.Clientset().AppsV1().Deployments(ns).Get(ctx, "ql3-batch", metav1.GetOptions{}); err != nil {
+		t.Fatalf("deleted after the precondition failed: %v", err)
+	}
+	out := mustRun(t, nil, "resume", "--preflight", pf, "--receipts-dir", rdir, "--leave-changed")
+	if !strings.Contains(out, "retired v1/ConfigMap/"+ns+"/ql3-features: left: changed") || !strings.Contains(out, "ql3-batch: deleted") {
+		t.Fatalf("resume --leave-changed:\n%s", out)
+	}
+	if h := headOf(t, ns); h.Phase != ceremony.PhaseCommitted {
+		t.Fatalf("head %s", h.Phase)
+	}
+	mustRun(t, nil, "receipt", "audit", rdir)
+}
