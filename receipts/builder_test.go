@@ -109,6 +109,7 @@ func following(p *Receipt, kind, v string) *rb {
 	b.r.PreviousDeployment = &prev
 	b.r.PreviousReceiptDigest = p.SelfDigest
 	b.r.SelfDigest = ""
+	b.r.Retired = nil
 	switch kind {
 	case KindRollback:
 		b.r.Deployment = *p.PreviousDeployment

@@ -23,6 +23,7 @@ func FuzzParse(f *testing.F) {
 		r.Tool.FieldManager = "mgr\t\u2029"
 	}).sealed(f)
 	f.Add(mustBytes(f, odd))
+	f.Add(mustBytes(f, retiring(rs[1], "3.9.0", 0).sealed(f)))
 	f.Add(mustSign(f, rs[0], testKey(1)))
 	f.Add([]byte(`{"schema":"qinglong/deployment-receipt@v2"}`))
 	f.Add([]byte(`{}`))
