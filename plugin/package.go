@@ -1,30 +1,47 @@
 package plugin
 
 import (
+	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
 
+	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/formats/intent"
 	"github.com/qinglong/kubectl-ql3/formats/ocistage"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
+	"github.com/qinglong/kubectl-ql3/pointer"
 )
 
-// newCmdPackage is `kubectl ql3 package`: plugin package activation.
-// Only the offline stage check exists so far; activate, inspect, intent
-// and rbac will join it on the CAS kernel.
-func newCmdPackage(streams genericiooptions.IOStreams) *cobra.Command {
+// newCmdPackage is `kubectl ql3 package`: plugin package activation
+// (docs/package-pointer.md): the offline stage check, and the active
+// pointer's intent, activate, inspect and rbac on the CAS kernel.
+func newCmdPackage(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "package",
-		Short: "Check plugin package activation intents and their stage evidence",
-		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Short: "Activate plugin packages through their active pointer, and check their stage evidence",
+		Long: `A plugin package is active on a cluster when its active pointer — one
+ConfigMap per cluster, namespace, project and package — holds an activation
+intent for it (docs/package-pointer.md). "package intent" builds the next
+intent from a staged OCI layout, the package lock and the pointer on the
+cluster; "package activate" writes it by compare-and-swap; "package inspect"
+reports (and settles) it; "package rbac" prints the least privilege;
+"package verify-stage" checks an intent's stage evidence offline.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdPackageVerifyStage(streams))
+	cmd.AddCommand(newCmdPackageVerifyStage(streams), newCmdPackageIntent(flags, streams), newCmdPackageActivate(flags, streams),
+		newCmdPackageInspect(flags, streams), newCmdPackageRBAC(flags, streams))
 	return cmd
 }
 
@@ -188,4 +205,465 @@ func printStageReport(w io.Writer, output string, rep StageReport) error {
 	fmt.Fprintf(w, "Intent digest: %s\n", rep.IntentDigest)
 	_, err := fmt.Fprintf(w, "Active pointer: ConfigMap %s (target %s)\n", rep.Pointer.Name, rep.Pointer.TargetDigest)
 	return err
+}
+
+// packageRBACHint ends a missing-permission error of the pointer commands.
+const packageRBACHint = "`kubectl ql3 package rbac --intent FILE` prints the least privilege"
+
+// stageFlags are the stage evidence port's flags (an OCI layout).
+type stageFlags struct {
+	layout      string
+	trustedKeys []string
+	allowRefs   []string
+}
+
+func (s *stageFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&s.layout, "layout", "", "OCI image layout directory `DIR` holding the stage")
+	f.StringArrayVar(&s.trustedKeys, "trusted-key", nil, "`FILE` holding an Ed25519 public key (PKIX PEM) a stage receipt may be signed by (repeatable)")
+	f.StringArrayVar(&s.allowRefs, "allow-ref", nil, "stage `REF` the intent may name: a repository NAME or NAME@sha256:<hex> (repeatable)")
+	for _, name := range []string{"layout", "trusted-key", "allow-ref"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	_ = cmd.MarkFlagDirname("layout")
+}
+
+// verifier checks the flags and reads the trusted keys.
+func (s *stageFlags) verifier() (*ocistage.Verifier, error) {
+	switch {
+	case s.layout == "":
+		return nil, fail.Errorf(fail.Invalid, "--layout is required")
+	case len(s.trustedKeys) == 0:
+		return nil, fail.Errorf(fail.Invalid, "--trusted-key is required: an unsigned stage proves nothing")
+	case len(s.allowRefs) == 0:
+		return nil, fail.Errorf(fail.Invalid, "--allow-ref is required")
+	}
+	var keys []ed25519.PublicKey
+	for _, file := range s.trustedKeys {
+		data, err := readBounded(file, 64<<10)
+		if err != nil {
+			return nil, fail.Errorf(fail.Invalid, "--trusted-key %s: %w", file, err)
+		}
+		k, err := ocistage.ParsePublicKey(file, data)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	v := &ocistage.Verifier{Layout: s.layout, TrustedKeys: keys, Allow: s.allowRefs}
+	return v, v.Validate()
+}
+
+// pointerOptions resolves the clients of ns for the pointer commands.
+func pointerOptions(flags *genericclioptions.ConfigFlags, ns string, v intent.StageVerifier, settle string, errOut io.Writer) (pointer.Options, error) {
+	cs, err := clientset(flags)
+	if err != nil {
+		return pointer.Options{}, err
+	}
+	return pointer.Options{
+		ConfigMaps: cs.CoreV1().ConfigMaps(ns), Namespaces: cs.CoreV1().Namespaces(), Review: cas.NewReview(cas.NewReviewer(cs)),
+		Verifier: v, Hint: packageRBACHint, Settle: settle,
+		Say: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
+	}, nil
+}
+
+// intentNamespace checks that an explicit -n agrees with the intent's
+// namespace, where its pointer lives.
+func intentNamespace(flags *genericclioptions.ConfigFlags, in intent.Intent) error {
+	if flags.Namespace != nil && *flags.Namespace != "" && *flags.Namespace != in.Namespace {
+		return fail.Errorf(fail.Invalid, "-n %s: the intent's pointer lives in namespace %q (the intent names it); drop -n or fix it", *flags.Namespace, in.Namespace)
+	}
+	return nil
+}
+
+type packagePointerOptions struct {
+	flags      *genericclioptions.ConfigFlags
+	streams    genericiooptions.IOStreams
+	intentFile string
+	stage      stageFlags
+	output     string
+}
+
+// prepare reads the intent and the stage flags and resolves the clients.
+func (o *packagePointerOptions) prepare() (intent.Intent, pointer.Options, error) {
+	if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
+		return intent.Intent{}, pointer.Options{}, err
+	}
+	v, err := o.stage.verifier()
+	if err != nil {
+		return intent.Intent{}, pointer.Options{}, err
+	}
+	in, err := readIntent(o.intentFile)
+	if err != nil {
+		return intent.Intent{}, pointer.Options{}, err
+	}
+	if err := intentNamespace(o.flags, in); err != nil {
+		return intent.Intent{}, pointer.Options{}, err
+	}
+	settle := fmt.Sprintf("`kubectl ql3 package inspect --intent %s` (with the same --layout, --trusted-key and --allow-ref)", o.intentFile)
+	po, err := pointerOptions(o.flags, in.Namespace, v, settle, o.streams.ErrOut)
+	return in, po, err
+}
+
+func (o *packagePointerOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.intentFile, "intent", "", "activation intent `FILE` (qinglong/plugin-package-activation-intent@v1 JSON)")
+	o.stage.add(cmd)
+	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	_ = cmd.MarkFlagRequired("intent")
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
+}
+
+func newCmdPackageActivate(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &packagePointerOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "activate --intent FILE --layout DIR --trusted-key FILE --allow-ref REF...",
+		Short: "Make an activation intent the package's active pointer (compare-and-swap)",
+		Long: `Write the activation intent in FILE as its package's active pointer: the
+ConfigMap ql3p-… in the intent's namespace (docs/package-pointer.md).
+
+The stage evidence is verified first (as verify-stage does) and the intent's
+cluster identity must be this cluster's; then the pointer is read and
+re-validated. Generation 1 is created only when the pointer is absent; a later
+generation requires the pointer to hold generation N-1 with exactly the
+intent's previousLockDigest, and is written by an update carrying the
+resourceVersion of that read, and only that one, so a winner inserted since is
+never overwritten. A pointer already holding exactly this intent is a replay
+(exit 0, nothing written). After the write the pointer is read again and the
+stage evidence verified again before success is printed.
+
+Exit 3: the pointer holds another generation or intent (a stale writer, or
+another activation won), or the stage does not prove the intent; nothing was
+written. Exit 4: the stage cannot be read, or the write's answer was lost: the
+activation may or may not have landed, nothing is guessed — settle it with
+"kubectl ql3 package inspect --intent FILE". Exit 5: the pointer was changed
+outside this command (left untouched). Exit 2: bad input or missing
+permissions ("package rbac" prints them). No patch, list or watch is sent.`,
+		Example: `  kubectl ql3 package activate --intent intent.json --layout ./stage \
+    --trusted-key stage-key.pem --allow-ref registry.example.com/qinglong/packages/demo`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, po, err := o.prepare()
+			if err != nil {
+				return err
+			}
+			res, err := pointer.Activate(cmd.Context(), po, in)
+			if err != nil {
+				return err
+			}
+			if o.output != "" {
+				return printObject(o.streams.Out, o.output, res)
+			}
+			settled := ""
+			if res.Settled {
+				settled = " (a conflict answer, settled by reading it back)"
+			}
+			w := o.streams.Out
+			fmt.Fprintf(w, "configmap/%s in namespace %s: %s%s, version %s\n", res.Pointer.Name, res.Pointer.Namespace, res.Action, settled, res.Pointer.ResourceVersion)
+			fmt.Fprintf(w, "active: %s, lock %s (intent %s, activated %s)\n", res.Active.Intent, res.Active.Intent.LockDigest, res.IntentDigest, res.Active.Receipt.ActivatedAt)
+			return nil
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func newCmdPackageInspect(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &packagePointerOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "inspect --intent FILE --layout DIR --trusted-key FILE --allow-ref REF...",
+		Short: "Report whether an activation intent is its package's active pointer (settles a lost activate)",
+		Long: `Read the intent's active pointer once, re-validate it, verify the stage
+evidence, and decide: the pointer holds exactly the intent → "active" (exit 0,
+with its activation receipt); no pointer and the intent is generation 1 →
+"not-activated" (exit 0: activating it is safe); no pointer although the intent
+replaces a previous lock, or a pointer holding another generation or intent →
+"conflict" (exit 3, the pointer's state still printed). A pointer changed
+outside kubectl ql3 is tamper (exit 5); a stage that cannot be read is exit 4,
+one that does not prove the intent exit 3. This is how an activate whose answer
+was lost is settled. It never writes; it needs get on the pointer and on the
+kube-system Namespace.`,
+		Example: `  kubectl ql3 package inspect --intent intent.json --layout ./stage \
+    --trusted-key stage-key.pem --allow-ref registry.example.com/qinglong/packages/demo -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, po, err := o.prepare()
+			if err != nil {
+				return err
+			}
+			st, err := pointer.Inspect(cmd.Context(), po, in)
+			if st == nil {
+				return err
+			}
+			if o.output != "" {
+				if perr := printObject(o.streams.Out, o.output, st); perr != nil {
+					return perr
+				}
+				return err
+			}
+			w := o.streams.Out
+			fmt.Fprintf(w, "configmap/%s in namespace %s: %s\n", st.Pointer.Name, st.Pointer.Namespace, st.State)
+			if a := st.Active; a != nil {
+				fmt.Fprintf(w, "pointer holds: %s, lock %s (intent %s, activated %s), version %s\n", a.Intent, a.Intent.LockDigest, a.Receipt.IntentDigest, a.Receipt.ActivatedAt, st.Pointer.ResourceVersion)
+			}
+			return err
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+type packageIntentOptions struct {
+	flags     *genericclioptions.ConfigFlags
+	streams   genericiooptions.IOStreams
+	stage     stageFlags
+	lockFile  string
+	project   string
+	pkg       string
+	stageRepo string
+}
+
+func newCmdPackageIntent(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &packageIntentOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "intent --lock FILE --project ID --package ID -n NAMESPACE --layout DIR --trusted-key FILE --allow-ref REF...",
+		Short: "Build the next activation intent from a staged OCI layout, the package lock and the pointer on the cluster",
+		Long: `Print (on standard output) the activation intent that activates the package
+lock in --lock, staged in the OCI layout --layout, as the next generation of
+--package in --project, in the namespace (-n, or the kubeconfig's) of this
+cluster — so an intent is never written by hand.
+
+The stage is the layout's package manifest whose lock layer has the lock
+file's digest (its stage reference is --stage-repo, or the one --allow-ref
+NAME, @ the manifest digest); its evidence is verified as verify-stage does.
+The pointer is read and re-validated: absent → generation 1 with
+previousLockDigest null; present → its generation + 1, previousLockDigest its
+lock. A stage already active prints the active intent itself (activate then
+replays it). It never writes; it needs get on the pointer and on the
+kube-system Namespace.`,
+		Example: `  kubectl ql3 package intent --lock package-lock.json --project demo --package weather-tools -n qinglong \
+    --layout ./stage --trusted-key stage-key.pem --allow-ref registry.example.com/qinglong/packages/demo > intent.json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context()) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.lockFile, "lock", "", "the package lock `FILE` to activate (its bytes are the stage's lock layer)")
+	f.StringVar(&o.project, "project", "", "the project `ID`")
+	f.StringVar(&o.pkg, "package", "", "the package `ID`")
+	f.StringVar(&o.stageRepo, "stage-repo", "", "the stage's repository `NAME` (default: the one --allow-ref's NAME)")
+	o.stage.add(cmd)
+	for _, name := range []string{"lock", "project", "package"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+func (o *packageIntentOptions) Run(ctx context.Context) error {
+	v, err := o.stage.verifier()
+	if err != nil {
+		return err
+	}
+	repo := o.stageRepo
+	if repo == "" {
+		if len(o.stage.allowRefs) != 1 {
+			return fail.Errorf(fail.Invalid, "--stage-repo: give the stage's repository NAME (there is not exactly one --allow-ref to take it from)")
+		}
+		repo = o.stage.allowRefs[0]
+		if name, _, err := intent.SplitReference(repo); err == nil {
+			repo = name
+		}
+	}
+	if err := intent.CheckName("--stage-repo", repo); err != nil {
+		return err
+	}
+	for _, f := range []struct{ flag, v string }{{"--project", o.project}, {"--package", o.pkg}} {
+		if err := intent.CheckID(f.flag, f.v); err != nil {
+			return err
+		}
+	}
+	ns, err := namespace(o.flags)
+	if err != nil {
+		return err
+	}
+	if err := intent.CheckID("-n", ns); err != nil {
+		return err
+	}
+	lockBytes, err := readBounded(o.lockFile, 16<<20)
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "--lock %s: %w", o.lockFile, err)
+	}
+	lockDigest := canon.DigestPrefix + sha256Hex(lockBytes)
+	manifest, err := v.FindStage(lockDigest)
+	if err != nil {
+		return fmt.Errorf("--lock %s: %w", o.lockFile, err)
+	}
+	ev, err := v.Read(repo+"@"+manifest, "")
+	if err != nil {
+		return err
+	}
+	po, err := pointerOptions(o.flags, ns, v, "", o.streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	id, err := pointer.ReadClusterIdentity(ctx, po.Namespaces)
+	if err != nil {
+		return err
+	}
+	t := intent.Target{ClusterIdentity: id, Namespace: ns, ProjectID: o.project, PackageID: o.pkg}
+	draft, err := pointer.Next(t, nil, ev)
+	if err != nil {
+		return err
+	}
+	nm, err := intent.NamingOf(draft)
+	if err != nil {
+		return err
+	}
+	cur, _, err := pointer.Current(ctx, po, nm, ns)
+	if err != nil {
+		return err
+	}
+	in, err := pointer.Next(t, cur, ev)
+	if err != nil {
+		return err
+	}
+	if _, err := v.Verify(in); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := o.streams.Out.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	switch {
+	case cur == nil:
+		fmt.Fprintf(o.streams.ErrOut, "intent: generation 1 of %s (no active pointer %s yet)\n", in, nm.Name)
+	case pointer.Same(cur.Intent, in):
+		fmt.Fprintf(o.streams.ErrOut, "intent: this stage is already active as %s: this is the active intent (activate replays it)\n", in)
+	default:
+		fmt.Fprintf(o.streams.ErrOut, "intent: %s, replacing lock %s (generation %d)\n", in, cur.Intent.LockDigest, cur.Intent.Generation)
+	}
+	return nil
+}
+
+type packageRBACOptions struct {
+	flags      *genericclioptions.ConfigFlags
+	streams    genericiooptions.IOStreams
+	intentFile string
+	project    string
+	pkg        string
+	identity   string
+	bindUser   string
+	bindGroup  string
+	output     string
+}
+
+func newCmdPackageRBAC(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &packageRBACOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "rbac (--intent FILE | --project ID --package ID [-n NAMESPACE] [--cluster-identity DIGEST])",
+		Short: "Print the least privilege of package intent, activate and inspect for one package",
+		Long: `Print the Role ` + pointer.RolePrefix + `<pointer name> in the pointer's namespace — get and update
+on the package's active pointer ConfigMap by name, and create on ConfigMaps —
+and the ClusterRole ` + pointer.ClusterRoleName + ` — get on the kube-system
+Namespace, whose UID is the cluster identity — with, for --bind-user or
+--bind-group, their bindings. The pointer is named by --intent, or by
+--project, --package and the namespace (-n, or the kubeconfig's) of the cluster
+given by --cluster-identity (read from the cluster when omitted).
+
+Create cannot be limited by name (a create request carries no name in its
+URL): drop that rule once generation 1 is active. The ClusterRole is a
+deviation from ADR-0139's ConfigMap-only role: kubectl-ql3 checks the cluster
+identity itself. inspect and intent need only the two gets. No list, watch,
+patch or delete is needed.`,
+		Example: `  kubectl ql3 package rbac --intent intent.json --bind-user package-admin | kubectl apply -f -
+  kubectl ql3 package rbac --project demo --package weather-tools -n qinglong --bind-group package-admins`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context()) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.intentFile, "intent", "", "activation intent `FILE` naming the pointer")
+	f.StringVar(&o.project, "project", "", "the project `ID` (without --intent)")
+	f.StringVar(&o.pkg, "package", "", "the package `ID` (without --intent)")
+	f.StringVar(&o.identity, "cluster-identity", "", "the cluster identity `DIGEST` (without --intent; default: read from the cluster)")
+	f.StringVar(&o.bindUser, "bind-user", "", "also print bindings of the roles to the user `NAME`")
+	f.StringVar(&o.bindGroup, "bind-group", "", "also print bindings of the roles to the group `NAME`")
+	f.StringVarP(&o.output, "output", "o", "yaml", outputUsage()+"; yaml is a multi-document stream, the others see a v1 List")
+	cmd.MarkFlagsMutuallyExclusive("intent", "project")
+	cmd.MarkFlagsMutuallyExclusive("intent", "package")
+	cmd.MarkFlagsMutuallyExclusive("intent", "cluster-identity")
+	registerOutputCompletion(cmd)
+	return cmd
+}
+
+func (o *packageRBACOptions) Run(ctx context.Context) error {
+	if err := validateOutput(o.output); err != nil {
+		return err
+	}
+	var in intent.Intent
+	if o.intentFile != "" {
+		var err error
+		if in, err = readIntent(o.intentFile); err != nil {
+			return err
+		}
+		if err := intentNamespace(o.flags, in); err != nil {
+			return err
+		}
+	} else {
+		if o.project == "" || o.pkg == "" {
+			return fail.Errorf(fail.Invalid, "give --intent FILE, or --project and --package")
+		}
+		ns, err := namespace(o.flags)
+		if err != nil {
+			return err
+		}
+		id := o.identity
+		if id == "" {
+			cs, err := clientset(o.flags)
+			if err != nil {
+				return err
+			}
+			if id, err = pointer.ReadClusterIdentity(ctx, cs.CoreV1().Namespaces()); err != nil {
+				return err
+			}
+		}
+		if !canon.IsDigest(id) {
+			return fail.Errorf(fail.Invalid, "--cluster-identity %q is not sha256:<64 hex> (kubectl ql3 version prints it)", id)
+		}
+		for _, f := range []struct{ flag, v string }{{"--project", o.project}, {"--package", o.pkg}, {"-n", ns}} {
+			if err := intent.CheckID(f.flag, f.v); err != nil {
+				return err
+			}
+		}
+		in = intent.Intent{ClusterIdentity: id, Namespace: ns, ProjectID: o.project, PackageID: o.pkg}
+	}
+	t := intent.Target{ClusterIdentity: in.ClusterIdentity, Namespace: in.Namespace, ProjectID: in.ProjectID, PackageID: in.PackageID}
+	nm, err := intent.NamingOfTarget(t)
+	if err != nil {
+		return err
+	}
+	objs := pointer.RBAC(nm, in.Namespace, pointer.Subject{User: o.bindUser, Group: o.bindGroup})
+	if o.output != outputYAML {
+		return printObject(o.streams.Out, o.output, newObjectList(objs))
+	}
+	for i, obj := range objs {
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(o.streams.Out, "---")
+		}
+		if _, err := o.streams.Out.Write(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sha256Hex is the hex SHA-256 of data (an OCI digest without its prefix).
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }

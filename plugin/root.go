@@ -53,7 +53,7 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		newCmdOperation(streams),
 		newCmdKeyset(flags, streams),
 		newCmdEnvBundle(flags, streams),
-		newCmdPackage(streams),
+		newCmdPackage(flags, streams),
 		newCmdCache(streams),
 	)
 	classifyUsageErrors(root)

@@ -107,6 +107,16 @@ func NamingOf(in Intent) (Naming, error) {
 	return namingOfDigest(d), nil
 }
 
+// NamingOfTarget is the pointer naming of target t (its members are not
+// checked here: build t from a normalised intent or checked ids).
+func NamingOfTarget(t Target) (Naming, error) {
+	d, err := t.Digest()
+	if err != nil {
+		return Naming{}, err
+	}
+	return namingOfDigest(d), nil
+}
+
 // namingOfDigest derives the name and label from a well-formed digest.
 func namingOfDigest(d string) Naming {
 	raw, _ := hex.DecodeString(strings.TrimPrefix(d, canon.DigestPrefix))
