@@ -150,3 +150,103 @@ func TestDeleteOrder(t *testing.T) {
 		t.Fatalf("delete order %v, want %s", got, want)
 	}
 }
+
+// retireHead is a sealed retire Head in phase (generation 2 over h1).
+func retireHead(t testing.TB, phase, outcome string) *Head {
+	inv, kept := ids("a", "b"), ids("a")
+	prev := dep("3.0.0", 'p', inv)
+	h := &Head{
+		Schema: HeadSchema, Phase: phase, Generation: 2,
+		Transition: HeadTransition{Transition: receipts.Transition{Kind: TransitionRetire, CommandDigest: d('c'), PreflightDigest: d('p')}, MutationID: strings.Repeat("cd", 16)},
+		Current:    HeadDeployment{Deployment: dep("3.1.0", 'q', kept), Inventory: kept},
+		Previous:   &prev, PreviousReceiptDigest: d('r'),
+		Target:  receipts.Target{ClusterIdentity: d('1'), Namespace: "ns"},
+		Tool:    receipts.Tool{Name: ToolName, Version: "v0.1.0", FieldManager: "kubectl-ql3"},
+		Steps:   receipts.Steps{Identity: d('2'), DryRun: d('3')},
+		Retired: []receipts.Retired{{ID: ids("b")[0], UID: "u-1", ResourceVersion: "17", Outcome: outcome}},
+	}
+	if phase == PhaseCommitted {
+		h.Steps.Apply, h.Steps.Converge, h.Steps.FinalIdentity = d('4'), d('5'), d('6')
+	}
+	if err := h.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// Heads: a retire Head parses in both phases with the outcomes of its
+// phase; a Head of any other transition never names retired, so its bytes
+// are those written before retirement existed.
+func TestRetireHeadEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		phase, outcome string
+		ok             bool
+	}{
+		{PhaseApplying, receipts.OutcomePending, true},
+		{PhaseCommitted, receipts.OutcomeDeleted, true},
+		{PhaseCommitted, receipts.OutcomeLeftChanged, true},
+		{PhaseApplying, receipts.OutcomeDeleted, false},
+		{PhaseCommitted, receipts.OutcomePending, false},
+	} {
+		h := retireHead(t, tc.phase, tc.outcome)
+		data, err := h.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ParseHead(data)
+		if tc.ok != (err == nil) || (err != nil && !fail.Is(err, fail.Tamper)) {
+			t.Errorf("%s head with outcome %q: %v", tc.phase, tc.outcome, err)
+		}
+	}
+	up := committedHead(t, 2, dep("3.1.0", 'q', ids("a")), ids("a"), &receipts.Deployment{Version: "3.0.0", LockDigest: d('x'), InventoryDigest: d('y')})
+	if data, _ := up.Bytes(); strings.Contains(string(data), "retired") {
+		t.Fatalf("an upgrade Head names retired: %s", data)
+	}
+	// ReceiptFromHead carries the outcomes.
+	r, err := ReceiptFromHead(retireHead(t, PhaseCommitted, receipts.OutcomeDeleted))
+	if err != nil || len(r.Retired) != 1 || r.Retired[0].Outcome != receipts.OutcomeDeleted {
+		t.Fatalf("receipt of a retire Head: %+v %v", r, err)
+	}
+}
+
+// The preflight record: retired only on a retire, all pending, and a
+// record of another transition never names it.
+func TestRetirePreflightRecord(t *testing.T) {
+	mk := func(kind string, retired []receipts.Retired) []byte {
+		p := &PreflightRecord{
+			Schema: PreflightSchema,
+			Command: Command{Transition: kind, Version: "3.1.0", LockDigest: d('l'), InventoryDigest: d('i'),
+				ClusterIdentity: d('1'), Namespace: "ns", FieldManager: "kubectl-ql3", ExpectedHead: ExpectedHead{Generation: 1, DeploymentDigest: d('a'), LockDigest: d('b'), StateDigest: d('c')}},
+			Release: PreflightRelease{Dir: "/r", Version: "3.1.0", LockDigest: d('l'), SourceDigest: d('s'), RenderDigest: d('n'), InventoryDigest: d('i'), InventoryCount: 1},
+			Target:  receipts.Target{ClusterIdentity: d('1'), Namespace: "ns"},
+			Tool:    receipts.Tool{Name: ToolName, Version: "v0.1.0", FieldManager: "kubectl-ql3"},
+			Steps:   PreflightSteps{Identity: d('2'), DryRun: d('3')},
+			Retired: retired,
+		}
+		if err := p.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(b, '\n')
+	}
+	pending := []receipts.Retired{{ID: ids("b")[0], UID: "u", ResourceVersion: "9", Outcome: receipts.OutcomePending}}
+	if _, err := ParsePreflight("r", mk(TransitionRetire, pending)); err != nil {
+		t.Fatalf("retire record: %v", err)
+	}
+	up := mk(TransitionUpgrade, nil)
+	if strings.Contains(string(up), "retired") {
+		t.Fatalf("an upgrade record names retired: %s", up)
+	}
+	for name, data := range map[string][]byte{
+		"retire without retired": mk(TransitionRetire, nil),
+		"upgrade with retired":   mk(TransitionUpgrade, pending),
+		"retire with an outcome": mk(TransitionRetire, []receipts.Retired{{ID: ids("b")[0], UID: "u", ResourceVersion: "9", Outcome: receipts.OutcomeDeleted}}),
+	} {
+		if _, err := ParsePreflight("r", data); fail.ClassOf(err) != fail.Invalid {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -212,6 +212,8 @@ func FuzzParseHead(f *testing.F) {
 	}
 	data, _ := h.Bytes()
 	f.Add(data)
+	retire, _ := retireHead(f, PhaseCommitted, receipts.OutcomeDeleted).Bytes()
+	f.Add(retire)
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"schema":"qinglong/deployment-head@v1"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
