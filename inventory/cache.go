@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,6 +79,8 @@ func LoadReleaseCached(fsys filesys.FileSystem, dir string, opts Options, cache 
 	switch err := StoreRender(cache, r); {
 	case errors.Is(err, errNotCacheable):
 		use.Reason = "Secret data: not cached"
+	case errors.Is(err, errInexact):
+		use.Reason = "numbers from 2^53 on: not cached"
 	case err != nil:
 		use.Reason = reason + "; not stored: " + err.Error()
 	default:
@@ -86,15 +89,24 @@ func LoadReleaseCached(fsys filesys.FileSystem, dir string, opts Options, cache 
 	return r, l, use, nil
 }
 
-var errNotCacheable = errors.New("the render holds Secret values")
+var (
+	errNotCacheable = errors.New("the render holds Secret values")
+	errInexact      = errors.New("the render holds numbers its render digest does not tell apart (magnitudes from 2^53 on, or -0)")
+)
 
 // StoreRender writes a fresh render r to the cache under its source digest
 // and the cache's build. A render that holds Secret values (any Secret
 // with data or stringData, admitted with --allow-secret-data) is never
-// stored: the error then says so.
+// stored, nor one with a number the render digest cannot tell apart from
+// another (exactNumbers): the error then says so.
 func StoreRender(cache *rendercache.Cache, r *Release) error {
 	if hasSecretValues(r) {
 		return errNotCacheable
+	}
+	for _, o := range r.Objects {
+		if !exactNumbers(o.Object) {
+			return errInexact
+		}
 	}
 	key, err := rendercache.Key(r.SourceDigest, cache.Build)
 	if err != nil {
@@ -151,6 +163,9 @@ func fromCache(fsys filesys.FileSystem, dir string, opts Options, l *Lock, cache
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(raw); err != nil || u.IsList() {
 			return nil, fmt.Sprintf("entry object %d is not an object", i)
+		}
+		if !exactNumbers(u.Object) {
+			return nil, "entry holds numbers from 2^53 on"
 		}
 		objs[i] = u
 	}
@@ -211,4 +226,41 @@ func lockedSources(fsys filesys.FileSystem, dir string, l *Lock) (map[string][]b
 		}
 	}
 	return files, ""
+}
+
+// maxExact is 2^53. An integer of smaller magnitude is exactly a double
+// no other integer rounds to; from 2^53 on, neighbours share a double
+// (2^53+1 rounds to 2^53), so RFC 8785 writes them alike.
+const maxExact = 1 << 53
+
+// exactNumbers reports whether every number in v is one the render
+// digest's canonical JSON tells apart from every value the JSON encoder
+// would send differently: an int64 or float64 of magnitude below 2^53,
+// not negative zero, not NaN or infinite. Two objects made of such values
+// with the same canonical JSON encode to the same request body (an
+// integral float64 and the equal int64 encode alike), so the render digest
+// check binds what is applied (docs/render-cache.md, "Soundness").
+func exactNumbers(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			if !exactNumbers(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if !exactNumbers(e) {
+				return false
+			}
+		}
+	case int64:
+		return x > -maxExact && x < maxExact
+	case float64:
+		return x > -maxExact && x < maxExact && !(x == 0 && math.Signbit(x)) // NaN fails the comparisons
+	case string, bool, nil:
+	default:
+		return false
+	}
+	return true
 }

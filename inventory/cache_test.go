@@ -3,6 +3,7 @@ package inventory
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -268,5 +269,79 @@ func TestLoadReleaseCachedDisabled(t *testing.T) {
 	_, _, use, err := LoadReleaseCached(fs, "/rel", Options{}, nil)
 	if err != nil || use.Hit || use.Stored || use.Reason != "disabled" {
 		t.Errorf("nil cache: %+v, %v; want a disabled miss", use, err)
+	}
+}
+
+func TestExactNumbers(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any
+		want bool
+	}{
+		{"scalars", map[string]any{"a": "s", "b": true, "c": nil, "d": int64(3), "e": 1.5}, true},
+		{"2^53-1", []any{int64(1<<53 - 1), int64(-1<<53 + 1), float64(1<<53 - 1)}, true},
+		{"2^53: 2^53+1 rounds to it", []any{int64(1 << 53)}, false},
+		{"float 2^53", map[string]any{"f": float64(1 << 53)}, false},
+		{"NaN", []any{math.NaN()}, false},
+		{"-2^53", []any{int64(-1 << 53)}, false},
+		{"2^53+1", map[string]any{"spec": map[string]any{"n": int64(1<<53 + 1)}}, false},
+		{"-(2^53+1) in a list", []any{"x", []any{int64(-1<<53 - 1)}}, false},
+		{"negative zero", map[string]any{"z": math.Copysign(0, -1)}, false},
+		{"zero", map[string]any{"z": 0.0}, true},
+		{"other type", map[string]any{"i": 3}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := exactNumbers(tt.v); got != tt.want {
+				t.Errorf("exactNumbers = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
+
+// 2^53+1 and 2^53 have the same render digest (docs/digests.md): a render
+// holding such a number is never stored, and a forged entry that swaps one
+// for the other, digests intact, is never used.
+func TestLoadReleaseCachedInexactNumbers(t *testing.T) {
+	files := minimalRelease()
+	files["/rel/app.yaml"] = strings.Replace(files["/rel/app.yaml"], "replicas: 0", "replicas: 0\n  progressDeadlineSeconds: 9007199254740993", 1)
+	fs := memFS(t, files)
+	r := mustRender(t, fs, Options{})
+	l, err := NewLock(r, "1.0.0", testClusterIdentity, "v0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := l.Marshal()
+	if err := fs.WriteFile("/rel/"+LockFile, data); err != nil {
+		t.Fatal(err)
+	}
+	c := testCache(t)
+	_, use := loadCached(t, fs, c)
+	if use.Stored || !strings.Contains(use.Reason, "2^53") {
+		t.Errorf("use %+v, want an unstored miss for numbers beyond 2^53", use)
+	}
+	// Forge the entry with the neighbouring integer.
+	key, _ := rendercache.Key(r.SourceDigest, c.Build)
+	e := &rendercache.Entry{Key: key, SourceDigest: r.SourceDigest, RenderDigest: r.RenderDigest, InventoryDigest: r.InventoryDigest}
+	forged := false
+	for _, o := range r.Objects {
+		b, _ := json.Marshal(o.Object)
+		if nb := bytes.Replace(b, []byte("9007199254740993"), []byte("9007199254740992"), 1); !bytes.Equal(nb, b) {
+			b, forged = nb, true
+		}
+		e.Objects = append(e.Objects, b)
+	}
+	if !forged {
+		t.Fatal("the render holds no 9007199254740993")
+	}
+	if err := c.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	got, use := loadCached(t, fs, c)
+	if use.Hit || !strings.Contains(use.Reason, "2^53") {
+		t.Errorf("forged entry: %+v, want a miss", use)
+	}
+	if !bytes.Equal(wireBytes(t, r), wireBytes(t, got)) || !bytes.Contains(wireBytes(t, got), []byte("9007199254740993")) {
+		t.Error("objects differ from a fresh render's")
 	}
 }
