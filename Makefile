@@ -50,7 +50,7 @@ unit: ## the tests that need no cluster
 demo: build controlplane ## lock -> preflight -> apply -> receipt audit against a local control plane
 	hack/demo.sh
 
-bench: build controlplane bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp and a raw SSA loop, and Go benchmarks; writes bench.json (README, Performance)
+bench: build controlplane bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp (without and with waiting until Current) and a raw SSA loop, and Go benchmarks; writes bench.json (README, Performance)
 	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/
 	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl \
 	  -helm $(TOOLS)/helm -kapp $(TOOLS)/kapp -out bench.json -table bench.md
