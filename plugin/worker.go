@@ -1,0 +1,538 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	auditworker "github.com/qinglong/kubectl-ql3/audits/worker"
+	"github.com/qinglong/kubectl-ql3/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/formats/delivery"
+	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/worker"
+)
+
+// workerRBACHint ends a missing-permission error of the worker commands.
+const workerRBACHint = "`kubectl ql3 worker rbac -n NAMESPACE --deployment NAME --stage-namespace NS` prints the least privilege"
+
+func newCmdWorker(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Roll a Worker credential: stage, publish, discard-stage; audit and rbac",
+		Long: `Publish a new Worker credential (ADR-0239, docs/worker.md): "stage" puts the
+token in an immutable stage Secret, "publish" writes it into the credential
+Secret ` + delivery.SecretName + ` and stamps the Worker Deployment's PodTemplate
+with five annotations, so the single-replica Recreate Worker restarts with it;
+"discard-stage" deletes a stage once its delivery is published or abandoned.
+"audit" checks a Worker release (or the live objects), "rbac" prints the least
+privilege. The token is read from a file or stdin only and never printed.`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newCmdWorkerStage(flags, streams), newCmdWorkerPublish(flags, streams), newCmdWorkerDiscard(flags, streams),
+		newCmdWorkerAudit(flags, streams), newCmdWorkerRBAC(flags, streams))
+	return cmd
+}
+
+// workerTarget holds the flags every cluster worker command shares.
+type workerTarget struct {
+	flags   *genericclioptions.ConfigFlags
+	stageNS string
+	streams genericiooptions.IOStreams
+}
+
+// options resolves the clients for namespace ns (the delivery's; -n, when
+// given, must agree).
+func (t *workerTarget) options(ns string) (worker.Options, *kubernetes.Clientset, error) {
+	if t.flags.Namespace != nil && *t.flags.Namespace != "" && *t.flags.Namespace != ns {
+		return worker.Options{}, nil, fail.Errorf(fail.Invalid, "-n %q: the delivery targets namespace %q", *t.flags.Namespace, ns)
+	}
+	cs, err := clientset(t.flags)
+	if err != nil {
+		return worker.Options{}, nil, err
+	}
+	stageNS := t.stageNS
+	if stageNS == "" {
+		stageNS = ns
+	}
+	return worker.Options{
+		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Deployments: cs.AppsV1().Deployments(ns),
+		StageNamespace: stageNS, Stages: cs.CoreV1().Secrets(stageNS),
+		ClusterIdentity: func(ctx context.Context) (string, error) {
+			return ceremony.ReadClusterIdentity(ctx, ceremony.NewIdentityReader(cs))
+		},
+		Review: cas.NewReview(cas.NewReviewer(cs)), Hint: workerRBACHint,
+		Say:   func(format string, args ...any) { fmt.Fprintf(t.streams.ErrOut, format+"\n", args...) },
+		Crash: crashpoint.At,
+	}, cs, nil
+}
+
+func readDelivery(path string) (*delivery.Delivery, error) {
+	if path == "" {
+		return nil, fail.Errorf(fail.Invalid, "--delivery: give the delivery `FILE`")
+	}
+	data, err := readLimited(path, "--delivery", delivery.MaxFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	d, err := delivery.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("--delivery %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// readLimited reads path ("-": stdin is not allowed here) up to max bytes.
+func readLimited(path, flag string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "%s: %w", flag, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "%s: %w", flag, err)
+	}
+	if len(data) > max {
+		return nil, fail.Errorf(fail.Invalid, "%s %q: more than %d bytes", flag, path, max)
+	}
+	return data, nil
+}
+
+// readToken reads the token from path, or stdin for "-": one final newline
+// dropped, then delivery.CheckToken. Errors never show a byte of it.
+func readToken(path string, stdin io.Reader) ([]byte, error) {
+	var r io.Reader = stdin
+	if path == "" {
+		return nil, fail.Errorf(fail.Invalid, "--token-file: give the token's `FILE`, or - for stdin")
+	}
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fail.Errorf(fail.Invalid, "--token-file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, delivery.MaxTokenBytes+3))
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "--token-file: %w", err)
+	}
+	tok := bytes.Clone(delivery.TrimToken(data))
+	clear(data)
+	if err := delivery.CheckToken(tok); err != nil {
+		clear(tok)
+		return nil, fmt.Errorf("--token-file: %w", err)
+	}
+	return tok, nil
+}
+
+// readTokenDigestKey reads the token digest key (whitespace trimmed).
+func readTokenDigestKey(path string) ([]byte, error) {
+	if path == "" {
+		return nil, fail.Errorf(fail.Invalid, "--token-digest-key-file: give the `FILE` holding the key of the token digest (at least %d bytes)", delivery.MinKeyBytes)
+	}
+	key, err := readLimited(path, "--token-digest-key-file", 4096)
+	if err != nil {
+		return nil, err
+	}
+	key = bytes.TrimSpace(key)
+	if len(key) < delivery.MinKeyBytes {
+		return nil, fail.Errorf(fail.Invalid, "--token-digest-key-file %q: key is %d bytes, want at least %d", path, len(key), delivery.MinKeyBytes)
+	}
+	return key, nil
+}
+
+type workerStageOptions struct {
+	target       workerTarget
+	file, tokens string
+	output       string
+}
+
+func newCmdWorkerStage(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &workerStageOptions{target: workerTarget{flags: flags, streams: streams}}
+	cmd := &cobra.Command{
+		Use:   "stage --delivery FILE --token-file FILE|-",
+		Short: "Put a delivery's token in an immutable stage Secret",
+		Long: `Create the immutable stage Secret ` + delivery.StagePrefix + `DELIVERY_ID holding the token read
+from --token-file (or stdin with -), bound to the delivery file by its digest,
+so that publish — and any rerun after a crash — never needs the token again.
+The same delivery with the same token is a replay (exit 0); another token or
+another delivery file under that id is a conflict (exit 3). At most --stage-cap
+live stage Secrets may exist in the stage namespace (counted by label; exit 3
+beyond). The token is never printed, logged or put in an argument.`,
+		Example: `  kubectl ql3 worker stage --delivery d-0002.yaml --token-file - --stage-namespace qinglong-stages < token`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
+				return err
+			}
+			d, err := readDelivery(o.file)
+			if err != nil {
+				return err
+			}
+			tok, err := readToken(o.tokens, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			defer clear(tok)
+			opts, _, err := o.target.options(d.Target.Namespace)
+			if err != nil {
+				return err
+			}
+			res, err := worker.Stage(cmd.Context(), opts, d, tok)
+			if err != nil {
+				return err
+			}
+			if o.output != "" {
+				return printObject(streams.Out, o.output, res)
+			}
+			_, err = fmt.Fprintf(streams.Out, "secret/%s in namespace %s: %s (delivery %s)\n", res.Name, res.Namespace, res.Action, res.DeliveryID)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.file, "delivery", "", "the delivery `FILE` (JSON or YAML)")
+	f.StringVar(&o.tokens, "token-file", "", "the `FILE` holding the token, or - for stdin")
+	f.StringVar(&o.target.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets (default: the delivery's)")
+	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	return cmd
+}
+
+type workerPublishOptions struct {
+	target    workerTarget
+	file, key string
+	output    string
+}
+
+func newCmdWorkerPublish(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &workerPublishOptions{target: workerTarget{flags: flags, streams: streams}}
+	cmd := &cobra.Command{
+		Use:   "publish --delivery FILE --token-digest-key-file FILE",
+		Short: "Publish a staged credential into the credential Secret and the Worker PodTemplate",
+		Long: `Publish the staged delivery (docs/worker.md, "worker publish"), in this order:
+read and validate the Worker Deployment (one replica, Recreate, the worker
+label, a projected volume over ` + delivery.SecretName + `/` + delivery.SecretKey + `); before any Secret
+write, check that its PodTemplate carries the delivery's exact predecessor
+(else exit 3; carrying this very delivery is a replay, exit 0); check the
+permission to update both objects; write ` + delivery.SecretName + ` with the resourceVersion of
+its read (not rewritten when it already holds the staged token); then update
+the whole Deployment with the resourceVersion of its read, adding only the
+five credential annotations, so the Worker is recreated. Success only when
+both objects hold exactly the delivery. A lost answer is settled by reading
+back; a 409 is success only when the winner is this delivery.`,
+		Example: `  kubectl ql3 worker publish --delivery d-0002.yaml --token-digest-key-file ~/.ql3/worker-key --stage-namespace qinglong-stages`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
+				return err
+			}
+			d, err := readDelivery(o.file)
+			if err != nil {
+				return err
+			}
+			key, err := readTokenDigestKey(o.key)
+			if err != nil {
+				return err
+			}
+			defer clear(key)
+			opts, _, err := o.target.options(d.Target.Namespace)
+			if err != nil {
+				return err
+			}
+			opts.Key = key
+			res, err := worker.Publish(cmd.Context(), opts, d)
+			if err != nil {
+				return err
+			}
+			if o.output != "" {
+				return printObject(streams.Out, o.output, res)
+			}
+			settled := ""
+			if res.Settled {
+				settled = " (an answer was lost; settled by reading back)"
+			}
+			fmt.Fprintf(streams.Out, "delivery %s: credential %s, generation %d published%s\n", res.DeliveryID, res.CredentialID, res.Generation, settled)
+			fmt.Fprintf(streams.Out, "secret/%s: %s; deployment/%s: %s\n", delivery.SecretName, res.Secret, res.Deployment, res.DeploymentAction)
+			_, err = fmt.Fprintf(streams.Out, "publication digest %s\n", res.PublicationDigest)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.file, "delivery", "", "the delivery `FILE` (JSON or YAML)")
+	f.StringVar(&o.key, "token-digest-key-file", "", "`FILE` holding the key (at least 32 bytes) of the token digest annotation; never written anywhere")
+	f.StringVar(&o.target.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets (default: the delivery's)")
+	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	return cmd
+}
+
+type workerDiscardOptions struct {
+	target  workerTarget
+	id, dep string
+	abandon bool
+	output  string
+}
+
+func newCmdWorkerDiscard(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &workerDiscardOptions{target: workerTarget{flags: flags, streams: streams}}
+	cmd := &cobra.Command{
+		Use:   "discard-stage --delivery-id ID --deployment NAME [--abandon]",
+		Short: "Delete a delivery's stage Secret once published, superseded or abandoned",
+		Long: `Delete the stage Secret of --delivery-id with the UID and resourceVersion of
+its read as preconditions, when the Worker PodTemplate carries the delivery
+(published) or a later generation (superseded), or with --abandon when the
+credential Secret does not hold its token (a half-published delivery keeps
+its stage: publish it). Otherwise exit 3, nothing deleted.`,
+		Example: `  kubectl ql3 worker discard-stage -n qinglong --delivery-id d-0001 --deployment ql3-worker --stage-namespace qinglong-stages`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
+				return err
+			}
+			ns, err := namespace(flags)
+			if err != nil {
+				return err
+			}
+			if ns == "" || o.dep == "" {
+				return fail.Errorf(fail.Invalid, "give -n NAMESPACE and --deployment NAME")
+			}
+			opts, _, err := o.target.options(ns)
+			if err != nil {
+				return err
+			}
+			opts.DeploymentName = o.dep
+			res, err := worker.Discard(cmd.Context(), opts, o.id, o.abandon)
+			if err != nil {
+				return err
+			}
+			if o.output != "" {
+				return printObject(streams.Out, o.output, res)
+			}
+			_, err = fmt.Fprintf(streams.Out, "secret/%s in namespace %s: %s (%s)\n", res.Name, res.Namespace, res.Outcome, res.Reason)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.id, "delivery-id", "", "the delivery `ID` whose stage to delete")
+	f.StringVar(&o.dep, "deployment", "", "the Worker Deployment's `NAME`")
+	f.BoolVar(&o.abandon, "abandon", false, "discard the stage of a delivery that was never published")
+	f.StringVar(&o.target.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets (default: -n)")
+	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	return cmd
+}
+
+type workerAuditOptions struct {
+	flags      *genericclioptions.ConfigFlags
+	deployable bool
+	dep        string
+	output     string
+}
+
+func newCmdWorkerAudit(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &workerAuditOptions{flags: flags}
+	cmd := &cobra.Command{
+		Use:   "audit DIR | --deployment NAME -n NAMESPACE",
+		Short: "Audit a Worker release, or the live Worker, against ADR-0239's rules",
+		Long: `Check a Worker release rendered from the kustomization DIR (offline; base mode,
+or --deployable for a private overlay), or with --deployment the live
+Deployment and the PersistentVolumeClaim it names, read from the cluster
+(live mode): one named finding per violated rule (docs/worker.md, "The
+audit"). Any finding exits 2 after the report is printed.`,
+		Example: `  kubectl ql3 worker audit deploy/worker/base
+  kubectl ql3 worker audit -n qinglong --deployment ql3-worker -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
+				return err
+			}
+			var rep *auditworker.Report
+			switch {
+			case len(args) == 1 && o.dep == "":
+				mode := auditworker.Base
+				if o.deployable {
+					mode = auditworker.Deployable
+				}
+				var err error
+				if rep, err = auditworker.Audit(filesys.MakeFsOnDisk(), args[0], mode); err != nil {
+					return err
+				}
+			case len(args) == 0 && o.dep != "" && !o.deployable:
+				objs, err := o.live(cmd.Context())
+				if err != nil {
+					return err
+				}
+				rep = auditworker.Check("live", objs, auditworker.Live)
+			default:
+				return fail.Errorf(fail.Invalid, "give a DIR, or --deployment NAME (with -n) for the live objects, not both (--deployable applies to DIR)")
+			}
+			var err error
+			if o.output != "" {
+				err = printObject(streams.Out, o.output, rep)
+			} else {
+				err = printWorkerReport(streams.Out, rep)
+			}
+			if err != nil {
+				return err
+			}
+			if n := len(rep.Findings); n > 0 {
+				return fail.Errorf(fail.Invalid, "worker %s: %d finding(s) in %s mode (rules: docs/worker.md)", rep.Source, n, rep.Mode)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.deployable, "deployable", false, "audit DIR as a deployable private overlay (a real identity generation)")
+	f.StringVar(&o.dep, "deployment", "", "audit the live Worker Deployment `NAME` (and its claim) instead of a DIR")
+	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	return cmd
+}
+
+// live reads the Deployment and the claims it names (exact reads; no list,
+// no Secret).
+func (o *workerAuditOptions) live(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	ns, err := namespace(o.flags)
+	if err != nil {
+		return nil, err
+	}
+	if ns == "" {
+		return nil, fail.Errorf(fail.Invalid, "no namespace: give -n NAMESPACE")
+	}
+	cs, err := clientset(o.flags)
+	if err != nil {
+		return nil, err
+	}
+	dep, err := cs.AppsV1().Deployments(ns).Get(ctx, o.dep, metav1.GetOptions{})
+	if err != nil {
+		return nil, cas.Classify(cas.OpRead, "read Deployment "+ns+"/"+o.dep, err)
+	}
+	dep.APIVersion, dep.Kind = "apps/v1", "Deployment"
+	objs := []runtime.Object{dep}
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+		if err != nil {
+			if cas.Unknown(err) {
+				return nil, cas.Classify(cas.OpRead, "read PersistentVolumeClaim", err)
+			}
+			continue // absent: the state-pvc rule reports it
+		}
+		pvc.APIVersion, pvc.Kind = "v1", "PersistentVolumeClaim"
+		objs = append(objs, pvc)
+	}
+	var out []*unstructured.Unstructured
+	for _, obj := range objs {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
+
+func printWorkerReport(out io.Writer, rep *auditworker.Report) error {
+	fmt.Fprintf(out, "worker %s: %s mode, %d rules checked\n", rep.Source, rep.Mode, len(rep.Checked))
+	if len(rep.Findings) == 0 {
+		_, err := fmt.Fprintln(out, "no findings")
+		return err
+	}
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "RULE\tOBJECT\tPATH\tEXPECTED\tFOUND")
+	for _, f := range rep.Findings {
+		where, path := "-", f.Path
+		if f.Object != nil {
+			where = f.Object.String()
+		}
+		if path == "" {
+			path = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", f.Rule, where, path, f.Expected, f.Found)
+	}
+	return w.Flush()
+}
+
+type workerRBACOptions struct {
+	flags               *genericclioptions.ConfigFlags
+	dep, stageNS        string
+	bindUser, bindGroup string
+	output              string
+}
+
+func newCmdWorkerRBAC(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &workerRBACOptions{flags: flags}
+	cmd := &cobra.Command{
+		Use:   "rbac --deployment NAME --stage-namespace NS",
+		Short: "Print the least privilege of worker stage, publish and discard-stage",
+		Long: `Print the Roles, the ClusterRole and (with --bind-user or --bind-group) their
+bindings that worker stage, publish and discard-stage need (docs/worker.md,
+"worker rbac"). In the Worker namespace (-n): get and update on
+` + delivery.SecretName + ` and on the Deployment, by name; create on Secrets (RBAC cannot
+limit a create by name). In --stage-namespace, which must hold stage Secrets
+only: get, list, create and delete on Secrets (list, for the stage cap, cannot
+be limited by name or label). Cluster-wide: get on the kube-system Namespace
+(the cluster identity). Nothing on ` + delivery.IdentitySecret + `, no patch, no watch, no
+Deployment create or delete, no pods/exec. Nothing here contacts the cluster.`,
+		Example: `  kubectl ql3 worker rbac -n qinglong --deployment ql3-worker --stage-namespace qinglong-stages --bind-user rotator | kubectl apply -f -`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(o.output); err != nil {
+				return err
+			}
+			ns, err := namespace(flags)
+			if err != nil {
+				return err
+			}
+			if ns == "" || o.dep == "" {
+				return fail.Errorf(fail.Invalid, "give -n NAMESPACE and --deployment NAME")
+			}
+			objs, err := worker.RBAC(ns, o.stageNS, o.dep, worker.Subject{User: o.bindUser, Group: o.bindGroup})
+			if err != nil {
+				return err
+			}
+			if o.output != outputYAML {
+				return printObject(streams.Out, o.output, newObjectList(objs))
+			}
+			for i, obj := range objs {
+				b, err := yaml.Marshal(obj)
+				if err != nil {
+					return err
+				}
+				if i > 0 {
+					fmt.Fprintln(streams.Out, "---")
+				}
+				if _, err := streams.Out.Write(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dep, "deployment", "", "the Worker Deployment's `NAME` (required)")
+	f.StringVar(&o.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets, holding nothing else (required)")
+	f.StringVar(&o.bindUser, "bind-user", "", "also print bindings to the user `NAME`")
+	f.StringVar(&o.bindGroup, "bind-group", "", "also print bindings to the group `NAME`")
+	f.StringVarP(&o.output, "output", "o", "yaml", outputUsage()+"; yaml is a multi-document stream, the others see a v1 List")
+	registerOutputCompletion(cmd)
+	return cmd
+}
