@@ -54,6 +54,7 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		newCmdKeyset(flags, streams),
 		newCmdEnvBundle(flags, streams),
 		newCmdPackage(flags, streams),
+		newCmdWorker(flags, streams),
 		newCmdCache(streams),
 	)
 	classifyUsageErrors(root)
