@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -175,6 +177,68 @@ func TestCLIRetireChanged(t *testing.T) {
 	}
 	if h := headOf(t, ns); h.Phase != ceremony.PhaseCommitted {
 		t.Fatalf("head %s", h.Phase)
+	}
+	mustRun(t, nil, "receipt", "audit", rdir)
+}
+
+// SIGKILL while apply waits for a retired object held by a finalizer (the
+// ConfigMap, deleted first: reverse inventory order): the Head stays
+// applying; once the finalizer is removed, resume counts the ConfigMap as
+// done, deletes the Deployment, commits, and the receipts audit.
+func TestCLIRetireKillThenResume(t *testing.T) {
+	ctx := context.Background()
+	ns := controlNamespace(t)
+	base, v320 := retireReleases(t, ns)
+	work := t.TempDir()
+	rdir := filepath.Join(work, "receipts")
+	pf0 := filepath.Join(work, "install.json")
+	mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
+	mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+	cms := cp.Clientset().CoreV1().ConfigMaps(ns)
+	cm, err := cms.Get(ctx, "ql3-features", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Finalizers = []string{"qinglong.io/test-hold"}
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pf := filepath.Join(work, "retire.json")
+	mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", pf)
+
+	cmd := exec.Command(binary, "apply", "--preflight", pf, "--receipts-dir", rdir, "--timeout", "2m")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "ql3-features deleted") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("apply never reached the delete of the held ConfigMap:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if h := headOf(t, ns); h.Phase != ceremony.PhaseApplying {
+		t.Fatalf("after SIGKILL the Head is %s", h.Phase)
+	}
+	cm, err = cms.Get(ctx, "ql3-features", metav1.GetOptions{})
+	if err != nil || cm.DeletionTimestamp == nil {
+		t.Fatalf("the held ConfigMap should be terminating: %v", err)
+	}
+	cm.Finalizers = nil
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, nil, "resume", "--preflight", pf, "--receipts-dir", rdir)
+	if !strings.Contains(out, "committed: generation 2, retire 3.2.0") || !strings.Contains(out, "ql3-features: already absent") || !strings.Contains(out, "ql3-batch: deleted") {
+		t.Fatalf("resume:\n%s", out)
 	}
 	mustRun(t, nil, "receipt", "audit", rdir)
 }
