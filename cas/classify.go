@@ -12,10 +12,13 @@ package cas
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,7 +59,7 @@ func StatusCode(err error) int {
 // short, a client-side timeout (--request-timeout) or a deadline of the
 // command. Such a request may or may not have reached the server.
 func Network(err error) bool {
-	if err == nil || StatusCode(err) != 0 {
+	if err == nil || StatusCode(err) != 0 || Setup(err) {
 		return false
 	}
 	var ue *url.Error
@@ -65,6 +68,29 @@ func Network(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// Setup reports whether err is a failure of the caller's own setup that no
+// request reached the server with and no rerun will cure: a server
+// certificate that does not verify, a host name that does not resolve, a
+// credential plugin that fails. It is invalid input (exit 2), never
+// "retry".
+func Setup(err error) bool {
+	var (
+		unknownCA   x509.UnknownAuthorityError
+		invalidCert x509.CertificateInvalidError
+		hostname    x509.HostnameError
+		verify      *tls.CertificateVerificationError
+		dns         *net.DNSError
+	)
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &invalidCert), errors.As(err, &hostname), errors.As(err, &verify):
+		return true
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return true
+	}
+	// client-go's exec credential plugin: "getting credentials: …".
+	return strings.Contains(err.Error(), "getting credentials: ")
 }
 
 // Unknown reports whether a failed write may nevertheless have been
@@ -114,6 +140,8 @@ func Classify(op Op, what string, err error) error {
 	}
 	wrap := func(c fail.Class) error { return fail.Errorf(c, "%s: %w", what, err) }
 	switch {
+	case Setup(err):
+		return wrap(fail.Invalid)
 	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
 		return wrap(fail.Conflict)
 	case apierrors.IsNotFound(err) && (op == OpUpdate || op == OpDelete):

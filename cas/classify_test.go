@@ -2,9 +2,11 @@ package cas
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"syscall"
 	"testing"
@@ -62,6 +64,10 @@ func TestClassify(t *testing.T) {
 		{"answer cut short", OpUpdate, io.ErrUnexpectedEOF, fail.Unavailable, true},
 		{"command deadline", OpApply, context.DeadlineExceeded, fail.Unavailable, true},
 		{"marshal failure (local)", OpApply, errors.New("json: unsupported value: NaN"), fail.Other, false},
+		{"server certificate unknown (setup)", OpUpdate, &url.Error{Op: "Put", URL: "u", Err: x509.UnknownAuthorityError{}}, fail.Invalid, false},
+		{"host does not resolve (setup)", OpRead, &url.Error{Op: "Get", URL: "u", Err: &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "k8s.invalid", IsNotFound: true}}}, fail.Invalid, false},
+		{"credential plugin fails (setup)", OpApply, &url.Error{Op: "Patch", URL: "u", Err: errors.New("getting credentials: exec: executable aws not found")}, fail.Invalid, false},
+		{"DNS timeout (no answer)", OpRead, &url.Error{Op: "Get", URL: "u", Err: &net.DNSError{Err: "i/o timeout", IsTimeout: true}}, fail.Unavailable, true},
 		{"already classified", OpUpdate, fail.Errorf(fail.Tamper, "head tampered"), fail.Tamper, false},
 	}
 	for _, tt := range tests {

@@ -115,12 +115,15 @@ func TestRacingWriters(t *testing.T) {
 	const n = 8
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	clients := make([]cas.Client[*corev1.ConfigMap], n)
+	for i := range n { // set up outside the goroutines: t.Fatal belongs to the test's own
+		clients[i] = client(t, user(t, fmt.Sprintf("writer-%d", i), "system:masters"), ns)
+	}
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := client(t, user(t, fmt.Sprintf("writer-%d", i), "system:masters"), ns)
-			_, errs[i] = write(t, c, intent(ns, fmt.Sprintf("w%d", i), base), false, cas.Resend)
+			_, errs[i] = write(t, clients[i], intent(ns, fmt.Sprintf("w%d", i), base), false, cas.Resend)
 		}()
 	}
 	wg.Wait()
@@ -357,4 +360,45 @@ func TestFencedDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The hardest order: the write reaches the server only after the client
+// gave up and read the object to settle it. SettleOnce must then report
+// the outcome unknown (never "nothing was written": it does land); Resend
+// sends the same CAS again, and whichever of the two lands first is ours.
+func TestLateCommit(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		policy cas.Policy
+	}{{"settle once", cas.SettleOnce}, {"resend", cas.Resend}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := cp.Namespace(t)
+			if _, err := write(t, client(t, cp.RESTConfig(), ns), intent(ns, "old", ""), true, cas.Resend); err != nil {
+				t.Fatal(err)
+			}
+			rv := current(t, ns).ResourceVersion
+			cfg := user(t, "late", "system:masters")
+			cfg.Timeout = time.Second
+			f := faults.Late(cfg, faults.Write(http.MethodPut, "/namespaces/"+ns+"/configmaps", "new"), 2*time.Second)
+			res, err := write(t, client(t, cfg, ns), intent(ns, "new", rv), false, tt.policy)
+			if f.Fired() != 1 {
+				t.Fatalf("the fault fired %d times", f.Fired())
+			}
+			switch tt.policy {
+			case cas.SettleOnce:
+				if !fail.Is(err, fail.Unavailable) || strings.Contains(err.Error(), "nothing was written") || !strings.Contains(err.Error(), "outcome is unknown") {
+					t.Fatalf("late write, settle once: %v, want unavailable with the outcome unknown", err)
+				}
+			default:
+				if err != nil || res.Object.Data["v"] != "new" {
+					t.Fatalf("late write, resend: %+v %v", res, err)
+				}
+			}
+			<-f.Landed()
+			if v := current(t, ns).Data["v"]; v != "new" || (tt.policy == cas.SettleOnce && f.LateErr != nil) {
+				t.Logf("late request: %v", f.LateErr)
+				t.Fatalf("after the late write the object holds %q", v)
+			}
+		})
+	}
 }

@@ -42,6 +42,9 @@ type Delete struct {
 	Say func(format string, args ...any)
 	// DryRun sends dryRun=All (preflight): nothing is deleted.
 	DryRun bool
+	// SettleTimeout bounds the reads that settle an unknown outcome
+	// (default 30s), as Write's.
+	SettleTimeout time.Duration
 }
 
 func (d *Delete) say(format string, args ...any) {
@@ -59,6 +62,7 @@ func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 	if d.DryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
+	uncertain := false // an earlier send's outcome is unknown: it may have deleted
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := d.Send(ctx, opts)
@@ -67,19 +71,32 @@ func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 		}
 		unknown := Unknown(err)
 		if !unknown && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			if uncertain {
+				return "", fail.Errorf(fail.Unavailable, "delete %s: a resend was refused (%v) after an earlier delete whose outcome is unknown: rerun to settle it", d.What, Classify(OpDelete, "resend", err))
+			}
 			return "", Classify(OpDelete, "delete "+d.What, err)
 		}
 		if unknown {
+			uncertain = true
 			d.say("%s: the answer to the delete did not arrive (after %s: %v); re-reading to decide", d.What, time.Since(start).Round(time.Millisecond), err)
 		}
-		cur, present, rerr := d.settle(ctx)
+		cur, present, rerr := settle(ctx, d.SettleTimeout, "delete "+d.What, func(ctx context.Context) (metav1.Object, bool, error) {
+			obj, err := d.Get(ctx)
+			switch {
+			case err == nil:
+				return obj, true, nil
+			case apierrors.IsNotFound(err):
+				return nil, false, nil
+			}
+			return nil, false, Classify(OpRead, "read "+d.What, err)
+		})
 		if rerr != nil {
 			return "", rerr
 		}
 		switch {
-		case !present && unknown && !d.DryRun:
-			// Gone after a delete whose answer we lost: ours (or one that
-			// raced it to the same end).
+		case !present && uncertain && !d.DryRun:
+			// Gone after a delete whose answer we lost (perhaps seen by a
+			// resend's 404): ours, or one that raced it to the same end.
 			return Deleted, nil
 		case !present:
 			return AlreadyAbsent, nil
@@ -90,43 +107,10 @@ func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 			return Deleted, nil // terminating: our delete (or an equal one) was accepted
 		case cur.GetResourceVersion() != rv:
 			return "", fail.Errorf(fail.Conflict, "delete %s: changed since it was recorded (resourceVersion %s recorded, %s now): not deleted", d.What, rv, cur.GetResourceVersion())
-		case !unknown || attempt > resends:
-			return "", fail.Errorf(fail.Unavailable, "delete %s: %v (the object is unchanged; rerunning is safe)", d.What, err)
+		case !unknown || attempt > resends || ctx.Err() != nil:
+			return "", fail.Errorf(fail.Unavailable, "delete %s: not seen to take effect (%v): its outcome is unknown; rerunning settles it", d.What, err)
 		}
 	}
-}
-
-func (d *Delete) settle(ctx context.Context) (metav1.Object, bool, error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	var (
-		cur     metav1.Object
-		present bool
-		last    error
-	)
-	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Jitter: 0.1, Steps: 12, Cap: 3 * time.Second}
-	err := wait.ExponentialBackoffWithContext(sctx, backoff, func(ctx context.Context) (bool, error) {
-		obj, err := d.Get(ctx)
-		switch {
-		case err == nil:
-			cur, present = obj, true
-			return true, nil
-		case apierrors.IsNotFound(err):
-			return true, nil
-		case Unknown(err):
-			last = err
-			return false, nil
-		}
-		last = Classify(OpRead, "read "+d.What, err)
-		return false, last
-	})
-	if err != nil {
-		if last != nil && !fail.Is(last, fail.Unavailable) {
-			return nil, false, last
-		}
-		return nil, false, fail.Errorf(fail.Unavailable, "delete %s: cannot re-read to settle it (its outcome is unknown; rerun to settle it): %v", d.What, err)
-	}
-	return cur, present, nil
 }
 
 // WaitGone polls get until the object is gone, or the name holds another

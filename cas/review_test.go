@@ -70,3 +70,29 @@ func TestRulesAllow(t *testing.T) {
 		}
 	}
 }
+
+// denyingWebhook is an authorizer chain whose RBAC rules allow update but
+// whose access review (a webhook earlier in the chain) denies it.
+type denyingWebhook struct{}
+
+func (denyingWebhook) CanI(context.Context, Access) (bool, error) { return false, nil }
+func (denyingWebhook) RulesIn(context.Context, string) ([]authorizationv1.ResourceRule, error) {
+	return []authorizationv1.ResourceRule{{Verbs: []string{"get", "update"}, APIGroups: []string{""}, Resources: []string{"secrets"}}}, nil
+}
+
+// A write verb is asked of the authorizer chain, never taken from the
+// rules review (which lists RBAC only); reads and the fast review may use
+// the rules.
+func TestReviewWritesAreAuthoritative(t *testing.T) {
+	upd := Access{Verb: "update", Resource: "secrets", Namespace: "ns", Name: "s"}
+	get := Access{Verb: "get", Resource: "secrets", Namespace: "ns", Name: "s"}
+	if ok, err := NewReview(denyingWebhook{}).Allowed(context.Background(), upd); ok || err != nil {
+		t.Fatalf("update allowed by the rules alone: %v %v", ok, err)
+	}
+	if ok, _ := NewReview(denyingWebhook{}).Allowed(context.Background(), get); !ok {
+		t.Fatal("get not allowed by the rules")
+	}
+	if ok, _ := NewFastReview(denyingWebhook{}).Allowed(context.Background(), upd); !ok {
+		t.Fatal("the fast review did not use the rules")
+	}
+}

@@ -122,6 +122,7 @@ func (w *Write[T]) Do(ctx context.Context) (Result[T], error) {
 	if !w.Create && base == "" {
 		return Result[T]{}, fail.Errorf(fail.Other, "%s: update without resourceVersion refused", w.What)
 	}
+	uncertain := false // an earlier send's outcome is unknown: it may still land
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		got, err := w.send(ctx, op)
@@ -131,8 +132,8 @@ func (w *Write[T]) Do(ctx context.Context) (Result[T], error) {
 		took := time.Since(start).Round(time.Millisecond)
 		conflict := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 		unknown := Unknown(err)
-		if !conflict && !unknown {
-			// A definite answer: the server refused, nothing was written.
+		if !conflict && !unknown && !uncertain {
+			// A definite answer to our only send: nothing was written.
 			if w.Refused != nil {
 				if rerr := w.Refused(op, err); rerr != nil {
 					return Result[T]{}, rerr
@@ -140,7 +141,13 @@ func (w *Write[T]) Do(ctx context.Context) (Result[T], error) {
 			}
 			return Result[T]{}, Classify(op, w.What+" write", err)
 		}
+		if !conflict && !unknown {
+			// A definite refusal of a resend: the first send's outcome is
+			// still unknown, so this is not "nothing was written".
+			return Result[T]{}, fail.Errorf(fail.Unavailable, "%s: a resend was refused (%v) after an earlier write whose outcome is unknown: rerun to settle it", w.What, Classify(op, "resend", err))
+		}
 		if unknown {
+			uncertain = true
 			if w.Policy == NoGuess {
 				return Result[T]{}, fail.Errorf(fail.Unavailable, "%s: the answer to the write did not arrive (after %s: %v): the write may or may not have landed; nothing was guessed", w.What, took, err)
 			}
@@ -148,7 +155,9 @@ func (w *Write[T]) Do(ctx context.Context) (Result[T], error) {
 		} else {
 			w.say("%s: the write was refused as a conflict (%v); re-reading to decide", w.What, err)
 		}
-		cur, present, rerr := w.settleRead(ctx)
+		cur, present, rerr := settle(ctx, w.SettleTimeout, w.What, func(ctx context.Context) (T, bool, error) {
+			return Read(ctx, w.Client, w.Desired.GetName(), w.What)
+		})
 		if rerr != nil {
 			return Result[T]{}, rerr
 		}
@@ -163,12 +172,17 @@ func (w *Write[T]) Do(ctx context.Context) (Result[T], error) {
 		}
 		unchanged := (w.Create && !present) || (!w.Create && present && cur.GetResourceVersion() == base)
 		switch {
-		case conflict || !unchanged:
-			return Result[T]{}, w.moved(cur, present)
-		case w.Policy == SettleOnce || attempt > resends:
-			return Result[T]{}, fail.Errorf(fail.Unavailable, "%s: the write did not land (%v) and the object is unchanged: nothing was written; rerunning is safe", w.What, err)
+		case conflict && !uncertain:
+			return Result[T]{}, w.moved(cur, present, "nothing of ours was written")
+		case !unchanged:
+			return Result[T]{}, w.moved(cur, present, "our write may have landed and been superseded, or not landed at all")
+		case w.Policy == SettleOnce || attempt > resends || ctx.Err() != nil:
+			// Not seen to land — but an unanswered write can still commit
+			// after this read (the API server's handler goes on after a
+			// 504 or a client timeout): never "nothing was written".
+			return Result[T]{}, fail.Errorf(fail.Unavailable, "%s: the write was not seen to land (%v): its outcome is unknown; rerunning settles it", w.What, err)
 		}
-		w.say("%s: the write did not land and nothing moved: sending the same compare-and-swap again", w.What)
+		w.say("%s: the write was not seen to land and nothing moved: sending the same compare-and-swap again", w.What)
 	}
 }
 
@@ -181,7 +195,7 @@ func (w *Write[T]) send(ctx context.Context, op Op) (T, error) {
 	return w.Client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: w.FieldManager})
 }
 
-func (w *Write[T]) moved(cur T, present bool) error {
+func (w *Write[T]) moved(cur T, present bool, ours string) error {
 	desc := "removed"
 	if present {
 		desc = "changed (resourceVersion " + cur.GetResourceVersion() + ")"
@@ -189,13 +203,14 @@ func (w *Write[T]) moved(cur T, present bool) error {
 	if w.Describe != nil {
 		desc = w.Describe(cur, present)
 	}
-	return fail.Errorf(fail.Conflict, "%s: another writer won: %s; nothing of ours was written", w.What, desc)
+	return fail.Errorf(fail.Conflict, "%s: another writer won: %s; %s", w.What, desc, ours)
 }
 
-// settleRead reads the object until an answer arrives, with backoff,
-// bounded by SettleTimeout and independent of ctx's deadline.
-func (w *Write[T]) settleRead(ctx context.Context) (T, bool, error) {
-	timeout := w.SettleTimeout
+// settle reads an object until an answer arrives, with backoff, bounded by
+// timeout (default 30s) and independent of ctx's deadline: a write cut off
+// by the command's own deadline still needs its outcome decided. A
+// definite refusal of the read (forbidden) ends it at once, classified.
+func settle[T any](ctx context.Context, timeout time.Duration, what string, read func(context.Context) (T, bool, error)) (T, bool, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
@@ -209,7 +224,7 @@ func (w *Write[T]) settleRead(ctx context.Context) (T, bool, error) {
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Jitter: 0.1, Steps: 12, Cap: 3 * time.Second}
 	err := wait.ExponentialBackoffWithContext(sctx, backoff, func(ctx context.Context) (bool, error) {
 		var err error
-		cur, present, err = Read(ctx, w.Client, w.Desired.GetName(), w.What)
+		cur, present, err = read(ctx)
 		if err == nil {
 			return true, nil
 		}
@@ -222,13 +237,12 @@ func (w *Write[T]) settleRead(ctx context.Context) (T, bool, error) {
 	if err != nil {
 		var zero T
 		if last != nil && !fail.Is(last, fail.Unavailable) {
-			// A definite refusal of the read itself (forbidden): classified.
 			return zero, false, fmt.Errorf("cannot re-read to settle the write: %w", last)
 		}
 		if last == nil {
 			last = err
 		}
-		return zero, false, fail.Errorf(fail.Unavailable, "%s: cannot re-read to settle the write (its outcome is unknown; rerun to settle it): %v", w.What, last)
+		return zero, false, fail.Errorf(fail.Unavailable, "%s: cannot re-read to settle the write (its outcome is unknown; rerun to settle it): %v", what, last)
 	}
 	return cur, present, nil
 }

@@ -55,7 +55,7 @@ type rbacDryRun struct {
 // whether the Head exists (else it is created); with dry, the release's
 // Roles and bindings are dry-run for RBAC's escalation checks.
 func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstructured, ns string, headExists bool, dry *rbacDryRun) error {
-	cache := cas.NewReview(o.Cluster)
+	cache := cas.NewFastReview(o.Cluster)
 	needs := []access{
 		{Verb: "get", Resource: "configmaps", Namespace: ns, Name: HeadName},
 		{Verb: "update", Resource: "configmaps", Namespace: ns, Name: HeadName},

@@ -413,7 +413,10 @@ func (o *Options) writeHead(ctx context.Context, ns string, ref *cmRef, from, to
 			if !present {
 				return nil
 			}
-			_, err := ParseHeadConfigMap(cur)
+			h, err := ParseHeadConfigMap(cur)
+			if err == nil && h.Target.ClusterIdentity != to.Target.ClusterIdentity {
+				return fail.Errorf(fail.Tamper, "head %s/%s: target.clusterIdentity %s names another cluster than this one (%s): investigate", ns, HeadName, h.Target.ClusterIdentity, to.Target.ClusterIdentity)
+			}
 			return err
 		},
 		Landed: func(cur *corev1.ConfigMap) bool {

@@ -7,13 +7,16 @@ package faults
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,9 +32,15 @@ type Fault struct {
 	next    http.RoundTripper
 	match   Match
 	hold    time.Duration // 0: drop the answer
+	late    time.Duration // >0: forward the request only this long after the client gave up
 	Times   int32
 	matched atomic.Int32
 	fired   atomic.Int32
+	// LateErr is the late request's own outcome (nil: answered 2xx), set
+	// before Landed is closed.
+	LateErr error
+	once    sync.Once
+	landed  chan struct{}
 }
 
 // Fired is how many matching requests the fault changed.
@@ -73,8 +82,14 @@ func (f *Fault) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body.Close()
 		req.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	if f.late > 0 && f.match(req, body) {
+		if n := f.matched.Add(1); f.Times < 0 || n <= f.Times {
+			f.fired.Add(1)
+			return f.forwardLate(req, body)
+		}
+	}
 	resp, err := f.next.RoundTrip(req)
-	if err != nil || !f.match(req, body) {
+	if err != nil || !f.match(req, body) || f.late > 0 {
 		return resp, err
 	}
 	if n := f.matched.Add(1); f.Times >= 0 && n > f.Times {
@@ -176,8 +191,59 @@ func (p *Proxy) Kubeconfig(path, ns string) error {
 	return os.WriteFile(path, []byte(data), 0o600)
 }
 
+// CancelRequest is the old cancellation hook client-go still calls on
+// timeouts; the request's context does the work, so it only silences
+// client-go's "unable to cancel request" warnings.
+func (f *Fault) CancelRequest(*http.Request) {}
+
 // Wrap returns a wrapper for NewProxy that installs f on the transport.
 func (f *Fault) Wrap(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f }
+
+// NewLate builds a fault that holds a matching request back until the
+// client gives up (its timeout ends the request's context), answers it
+// nothing, and forwards the very same request to the server only after
+// another `after`: the write commits after the client has already read the
+// object to settle it — the order in which an unanswered write is hardest
+// to settle truthfully.
+func NewLate(match Match, after time.Duration) *Fault {
+	return &Fault{match: match, late: after, Times: 1}
+}
+
+// Late installs NewLate on cfg.
+func Late(cfg *rest.Config, match Match, after time.Duration) *Fault {
+	return install(cfg, NewLate(match, after))
+}
+
+// Landed is closed once a late request has been forwarded and answered.
+func (f *Fault) Landed() <-chan struct{} {
+	f.once.Do(func() { f.landed = make(chan struct{}) })
+	return f.landed
+}
+
+func (f *Fault) forwardLate(req *http.Request, body []byte) (*http.Response, error) {
+	<-req.Context().Done()
+	late := req.Clone(context.Background())
+	late.Cancel = nil //nolint:staticcheck // the client's timeout set it: the late request outlives the client
+	late.Body = io.NopCloser(bytes.NewReader(body))
+	late.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	late.ContentLength = int64(len(body))
+	f.Landed()
+	landed := f.landed
+	go func() {
+		defer close(landed)
+		time.Sleep(f.late)
+		resp, err := f.next.RoundTrip(late)
+		if err == nil {
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode >= 300 {
+				err = fmt.Errorf("late request answered %s: %s", resp.Status, data)
+			}
+		}
+		f.LateErr = err
+	}()
+	return nil, req.Context().Err()
+}
 
 // NewDrop and NewDelay build faults for a proxy (NewProxy(cfg, f.Wrap)).
 func NewDrop(match Match) *Fault { return &Fault{match: match, Times: 1} }
