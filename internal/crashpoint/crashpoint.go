@@ -10,7 +10,8 @@
 // the campaign, At returns at once and has no effect.
 //
 // The points are: "acquired" (the Head was just moved to applying),
-// "applied" (every object applied, before convergence), "before-commit",
+// "applied" (every object applied, before convergence), "retired" (a
+// retire's deletes all settled and waited for, before convergence), "before-commit",
 // "after-commit", "publish-before-link" and "publish-after-link" (inside
 // the no-replace publish of a receipt).
 package crashpoint
