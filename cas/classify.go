@@ -157,3 +157,18 @@ func Classify(op Op, what string, err error) error {
 	}
 	return wrap(fail.Other)
 }
+
+// Decisive is the class of several failures of one step (one per object):
+// the one that decides what to do, conflict (3) before invalid input (2)
+// before a local failure (1) before an unknown outcome (4) — a rerun
+// cannot cure the first three.
+func Decisive(op Op, what string, errs []error) fail.Class {
+	rank := map[fail.Class]int{fail.Conflict: 4, fail.Invalid: 3, fail.Other: 2, fail.Unavailable: 1}
+	class := fail.Unavailable
+	for _, err := range errs {
+		if c := fail.ClassOf(Classify(op, what, err)); rank[c] > rank[class] {
+			class = c
+		}
+	}
+	return class
+}

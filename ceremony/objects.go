@@ -235,13 +235,7 @@ func isNamespaceNotFound(err error) bool {
 // input (2: forbidden, rejected by validation or admission, a kind not
 // served), before a local failure (1), before an unknown outcome (4).
 func classifyObjects(step string, failed, total int, errs []error) error {
-	rank := map[fail.Class]int{fail.Conflict: 4, fail.Invalid: 3, fail.Other: 2, fail.Unavailable: 1}
-	class := fail.Unavailable
-	for _, err := range errs {
-		if c := fail.ClassOf(cas.Classify(cas.OpApply, step, err)); rank[c] > rank[class] {
-			class = c
-		}
-	}
+	class := cas.Decisive(cas.OpApply, step, errs)
 	hint := ""
 	switch class {
 	case fail.Conflict:

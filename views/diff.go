@@ -143,12 +143,7 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 		}
 	}
 	if len(failed) > 0 {
-		class := fail.Unavailable
-		for _, err := range failed {
-			if c := fail.ClassOf(cas.Classify(cas.OpApply, "diff", err)); c == fail.Invalid || c == fail.Conflict {
-				class = c
-			}
-		}
+		class := cas.Decisive(cas.OpApply, "diff", failed)
 		return nil, fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written): %v", len(failed), len(req.Objects), failed)
 	}
 	slices.SortFunc(out, func(a, b ObjectChange) int { return inventory.Compare(a.Object, b.Object) })

@@ -78,10 +78,12 @@ type StatusReport struct {
 // Current (retry later).
 func (r *StatusReport) Err() error {
 	switch {
+	case r.Applying != nil:
+		// First: objects of an applying transition not yet applied show as
+		// missing, and what to do is resume, not investigate drift.
+		return fail.Errorf(fail.Conflict, "status %s: the Head is applying generation %d under mutation %s: %s", r.Namespace, r.Generation, r.Applying.MutationID, r.Applying.Resume)
 	case r.Missing > 0 || r.Drifted > 0:
 		return fail.Errorf(fail.Conflict, "status %s: %d missing, %d drifted, %d not Current of %d objects: investigate before the next preflight (its dry-run reports drifted fields as conflicts; --force-conflicts takes them over)", r.Namespace, r.Missing, r.Drifted, r.NotCurrent, len(r.Objects))
-	case r.Applying != nil:
-		return fail.Errorf(fail.Conflict, "status %s: the Head is applying generation %d under mutation %s: %s", r.Namespace, r.Generation, r.Applying.MutationID, r.Applying.Resume)
 	case r.NotCurrent > 0:
 		return fail.Errorf(fail.Unavailable, "status %s: %d of %d objects are not Current yet: retry later", r.Namespace, r.NotCurrent, len(r.Objects))
 	}
