@@ -18,12 +18,17 @@ func addNoCacheFlag(fs *pflag.FlagSet, p *bool) {
 }
 
 // renderCache is the user's render cache for this binary, or nil with
-// --no-cache.
+// --no-cache or when there is no user cache directory: the cache is an
+// optimisation, and its absence never stops a command.
 func renderCache(noCache bool) (*rendercache.Cache, error) {
 	if noCache {
 		return nil, nil
 	}
-	return rendercache.Open()
+	c, err := rendercache.Open()
+	if err != nil {
+		return nil, nil
+	}
+	return c, nil
 }
 
 type cacheOptions struct {
