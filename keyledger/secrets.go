@@ -95,23 +95,25 @@ func ParseLedgerSecret(s *corev1.Secret) (*keyset.Ledger, error) {
 }
 
 // KeysetSecretFor is the keyset Secret holding k in namespace ns. When the
-// Secret exists (cur), its labels and annotations that are not ours are
-// kept and its resourceVersion is carried (an update); data is replaced.
+// Secret exists (cur), the update starts from it — its resourceVersion,
+// labels, annotations, owner references and finalizers, which other
+// controllers may own, are kept — and only data and our labels change.
 func KeysetSecretFor(ns string, k *keyset.Keyset, cur *corev1.Secret) (*corev1.Secret, error) {
 	data, err := k.Encode()
 	if err != nil {
 		return nil, err
 	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: KeysetSecret, Namespace: ns, Labels: map[string]string{}},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{KeysetKey: data},
-	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: KeysetSecret, Namespace: ns}}
 	if cur != nil {
-		s.ResourceVersion = cur.ResourceVersion
-		maps.Copy(s.Labels, cur.Labels)
-		s.Annotations = maps.Clone(cur.Annotations)
+		s = cur.DeepCopy()
+		s.ManagedFields = nil
 	}
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	s.Type = corev1.SecretTypeOpaque
+	s.Data = map[string][]byte{KeysetKey: data}
+	s.StringData = nil
 	s.Labels[LabelManagedBy] = ManagedBy
 	s.Labels[LabelRole] = RoleKeyset
 	return s, nil

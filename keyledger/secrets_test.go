@@ -54,12 +54,17 @@ func TestLedgerSecret(t *testing.T) {
 func TestKeysetSecret(t *testing.T) {
 	k := gen(t, 2, []string{"a"})
 	cur := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: KeysetSecret, ResourceVersion: "7",
-		Labels: map[string]string{"team": "id"}, Annotations: map[string]string{"reloader": "on"}}}
+		Labels: map[string]string{"team": "id"}, Annotations: map[string]string{"reloader": "on"},
+		Finalizers:      []string{"example.com/backup"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "u"}}}}
 	s, err := KeysetSecretFor("ns", k, cur)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ResourceVersion != "7" || s.Labels["team"] != "id" || s.Annotations["reloader"] != "on" || s.Labels[LabelRole] != RoleKeyset {
+	// An update replaces the whole object: what other controllers own
+	// (finalizers, owner references) must be carried, never stripped.
+	if s.ResourceVersion != "7" || s.Labels["team"] != "id" || s.Annotations["reloader"] != "on" || s.Labels[LabelRole] != RoleKeyset ||
+		len(s.Finalizers) != 1 || len(s.OwnerReferences) != 1 {
 		t.Fatalf("update does not carry the read's resourceVersion and foreign metadata: %+v", s.ObjectMeta)
 	}
 	got, managed, err := ParseKeysetSecret(s)
