@@ -388,9 +388,22 @@ func TestMissingNamespace(t *testing.T) {
 	}
 }
 
-// The audit log of this package's run never holds a name or a value
-// (Metadata level: object references, URIs, annotations, user agents).
+// The audit log never holds a name or a value (Metadata level: object
+// references, URIs, annotations, user agents; deletes at Request level),
+// after a publish, a replay, an update and a refused publish made here —
+// whatever other tests of the package ran before.
 func TestAuditLogHoldsNoSecret(t *testing.T) {
+	ns := cp.Namespace(t)
+	o := publisher(t, cp.RESTConfig(), ns)
+	first := mustPublish(t, o, bundle(t, canaryValue), "")
+	mustPublish(t, o, bundle(t, canaryValue), "")
+	second := mustPublish(t, o, bundle(t, canaryValue+"-2"), first.ResourceVersion)
+	if _, err := Publish(context.Background(), o, bundle(t, canaryValue+"-3"), first.ResourceVersion); !fail.Is(err, fail.Conflict) {
+		t.Fatalf("stale publish: %v, want conflict", err)
+	}
+	if second.ResourceVersion == first.ResourceVersion {
+		t.Fatal("the update did not change the version")
+	}
 	data, err := os.ReadFile(cp.AuditLogPath)
 	if err != nil {
 		t.Fatal(err)
