@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -374,5 +375,67 @@ func TestPackageRBACCLI(t *testing.T) {
 	}
 	if out := mustRun(t, nil, "package", "rbac", "--intent", f); !strings.Contains(out, "kind: ClusterRole") || !strings.Contains(out, "- kube-system") {
 		t.Fatalf("rbac yaml: %s", out)
+	}
+}
+
+// Tamper through the binary: a pointer changed outside activate (an extra
+// label, binaryData, an owner reference) makes activate and inspect exit
+// 5 and is left untouched.
+func TestPackageTamperCLI(t *testing.T) {
+	ns := cp.Namespace(t)
+	dir := t.TempDir()
+	s, _, key := pkgStage(t, dir, "4.0.0")
+	f, in := pkgIntentFile(t, dir, s, ns, 1, "")
+	s2, _, _ := pkgStage(t, dir, "4.0.1")
+	f2, _ := pkgIntentFile(t, dir, s2, ns, 2, s.Evidence.LockDigest)
+	nm, _ := intent.NamingOf(in)
+	cms := cp.Clientset().CoreV1().ConfigMaps(ns)
+	ctx := context.Background()
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(cm map[string]any)
+	}{
+		{"extra label", func(cm map[string]any) { cm["metadata"].(map[string]any)["labels"].(map[string]any)["team"] = "x" }},
+		{"binaryData", func(cm map[string]any) { cm["binaryData"] = map[string]any{"run": "ZWNobw=="} }},
+		{"owner reference", func(cm map[string]any) {
+			cm["metadata"].(map[string]any)["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": string(owner.UID)}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_ = cms.Delete(ctx, nm.Name, metav1.DeleteOptions{})
+			mustRun(t, nil, append([]string{"package", "activate", "--intent", f}, stageArgs(s, key)...)...)
+			cm, err := cms.Get(ctx, nm.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := json.Marshal(cm)
+			var m map[string]any
+			json.Unmarshal(raw, &m)
+			tc.edit(m)
+			raw, _ = json.Marshal(m)
+			if err := json.Unmarshal(raw, cm); err != nil {
+				t.Fatal(err)
+			}
+			if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{
+				append([]string{"package", "activate", "--intent", f}, stageArgs(s, key)...),
+				append([]string{"package", "inspect", "--intent", f}, stageArgs(s, key)...),
+				append([]string{"package", "activate", "--intent", f2}, stageArgs(s2, key)...),
+			} {
+				if _, stderr, code := run(t, nil, args...); code != 5 || !strings.Contains(stderr, "left untouched") {
+					t.Errorf("%s: exit %d: %s", args[1], code, stderr)
+				}
+			}
+			after, err := cms.Get(ctx, nm.Name, metav1.GetOptions{})
+			if err != nil || after.ResourceVersion != cm.ResourceVersion {
+				t.Fatalf("the tampered pointer was touched: %v", err)
+			}
+		})
 	}
 }
