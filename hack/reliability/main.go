@@ -32,6 +32,7 @@ var cases = []caseDef{
 	{"tamper", caseTamper},
 	{"badinput", caseBadInput},
 	{"privilege", caseLeastPrivilege},
+	{"pointer", casePointer},
 }
 
 func main() {
