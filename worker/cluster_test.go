@@ -476,6 +476,7 @@ func TestLostAnswers(t *testing.T) {
 		faults.Drop(cfg, faults.Write(http.MethodPost, "/namespaces/"+ns+"/secrets")),
 		faults.Drop(cfg, faults.Write(http.MethodPut, "/namespaces/"+ns+"/deployments/"+depName)),
 		faults.Drop(cfg, faults.Write(http.MethodPut, "/namespaces/"+ns+"/secrets/"+delivery.SecretName)),
+		faults.Drop(cfg, faults.Write(http.MethodDelete, "/namespaces/"+stageNS+"/secrets/")),
 	}
 	o := options(t, cfg, ns, stageNS)
 	r := stagePublish(t, o, newDelivery(t, ns, "d-a", "cred-a", nil, 1), token("A"))
@@ -485,6 +486,9 @@ func TestLostAnswers(t *testing.T) {
 	r = stagePublish(t, o, newDelivery(t, ns, "d-b", "cred-b", ptr("cred-a"), 2), token("B"))
 	if !r.Settled || r.Secret != "updated" {
 		t.Fatalf("second publish: %+v", r)
+	}
+	if dr, err := Discard(context.Background(), o, "d-a", false); err != nil || dr.Outcome != cas.Deleted {
+		t.Fatalf("discard with a lost answer: %+v %v", dr, err)
 	}
 	for i, f := range fs {
 		if f.Fired() != 1 {
