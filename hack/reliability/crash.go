@@ -46,6 +46,8 @@ func moment(stderr string) string {
 	switch {
 	case last == "":
 		return "before any progress (loading, identity, Head read)"
+	case strings.HasPrefix(last, "retire: "):
+		return "during the retire's deletes"
 	case strings.HasPrefix(last, "receipt: "):
 		return "after the receipt was published"
 	case strings.HasPrefix(last, "commit: "):
@@ -119,7 +121,10 @@ func caseCrashes(c *campaign, cs *caseState) []Row {
 		cs.failf("only %d of the %d wanted runs were killed", row.Runs, want)
 	}
 	row.Details = map[string]any{"killedAt": stats.moments, "killedBy": stats.how}
-	return []Row{row}
+	// The retire half is its own row; this row's failures are its own.
+	row.Failures = cs.failures()
+	cs.fail, cs.nf = nil, 0
+	return []Row{row, caseCrashRetire(c, cs)}
 }
 
 // crashRun is one run. killed says whether the apply was really killed,

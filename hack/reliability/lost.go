@@ -265,6 +265,7 @@ func (c *campaign) mutationPoints() ([]point, error) {
 type faultPlan struct {
 	desc    string
 	upgrade bool
+	retire  bool // a retire of the base release (retire.go), not an install or upgrade
 	drop    func(ns string, rng *rand.Rand) func(*http.Request, []byte) bool
 	mustHit bool
 }
@@ -300,8 +301,10 @@ func everyMutation(p float64, upgrade bool) faultPlan {
 }
 
 // quickHeld names the plans the quick campaign also runs with the answer
-// held: a create, an apply and an update.
-var quickHeld = map[string]bool{"head create (install)": true, "apply Deployment/ql3-worker (install)": true, "head commit (upgrade)": true}
+// held: a create, an apply and an update,
+// and the retire's fenced delete.
+var quickHeld = map[string]bool{"head create (install)": true, "apply Deployment/ql3-worker (install)": true, "head commit (upgrade)": true,
+	quickRetireDelete: true}
 
 // kindStats counts one fault kind's runs.
 type kindStats struct {
@@ -338,7 +341,7 @@ func (s *kindStats) details() map[string]any {
 // plan once with its answers lost and once with them held past the
 // client's timeout (the quick campaign holds only quickHeld's).
 func caseLostResponses(c *campaign, cs *caseState) []Row {
-	row := Row{Case: "lost responses", Expected: "every run, answer lost or held past the client timeout, converges by rerun to one committed Head, byte-identical receipts; no message says nothing was written for a write that landed"}
+	row := Row{Case: "lost responses", Expected: "every run, answer lost or held past the client timeout, converges by rerun to one committed Head, byte-identical receipts (a retire: each retired object deleted exactly once, by the audit log); no message says nothing was written for a write that landed"}
 	pts, err := c.mutationPoints()
 	if err != nil {
 		cs.failf("mutation points: %v", err)
@@ -353,9 +356,17 @@ func caseLostResponses(c *campaign, cs *caseState) []Row {
 				plans = append(plans, onePoint(p, 1))
 			}
 		}
+		for _, p := range retirePoints() {
+			if p.name == quickRetireDelete {
+				plans = append(plans, retirePlan(p, 1))
+			}
+		}
 	} else {
 		for _, p := range pts {
 			plans = append(plans, onePoint(p, 1))
+		}
+		for _, p := range retirePoints() {
+			plans = append(plans, retirePlan(p, 1), retirePlan(p, 2))
 		}
 	}
 	for i := len(plans); i < total; i++ {
@@ -393,10 +404,14 @@ func caseLostResponses(c *campaign, cs *caseState) []Row {
 	}
 	row.Runs = len(jobs)
 	stats := map[faultKind]*kindStats{lost: {}, held: {}}
+	var retireRuns, retireConverged atomic.Int64
 	c.parallel(len(jobs), func(j int) {
 		i, kind := jobs[j].plan, jobs[j].kind
 		st := stats[kind]
 		st.runs.Add(1)
+		if plans[i].retire {
+			retireRuns.Add(1)
+		}
 		r, err := c.lostRun(plans[i], kind, cs.rng(i))
 		st.writes.Add(int64(r.writes))
 		st.reviews.Add(int64(r.reviews))
@@ -412,17 +427,22 @@ func caseLostResponses(c *campaign, cs *caseState) []Row {
 			return
 		}
 		st.converged.Add(1)
+		if plans[i].retire {
+			retireConverged.Add(1)
+		}
 		if r.class == "ok" {
 			st.firstOK.Add(1)
 		} else {
 			st.firstUnavailable.Add(1)
 		}
 	})
-	row.Observed = stats[lost].observed(lost) + "; " + stats[held].observed(held)
+	row.Observed = stats[lost].observed(lost) + "; " + stats[held].observed(held) +
+		fmt.Sprintf("; of all runs %d/%d retires converged, each retired object deleted exactly once", retireConverged.Load(), retireRuns.Load())
 	row.Pass = stats[lost].converged.Load()+stats[held].converged.Load() == int64(row.Runs) &&
 		stats[lost].falseClaims.Load()+stats[held].falseClaims.Load() == 0
 	row.Details = map[string]any{"mutationPoints": len(pts), "plans": len(plans),
 		"heldClientTimeoutSeconds": heldClientTimeout.Seconds(), "heldForSeconds": heldFor.Seconds(),
+		"retireRuns": retireRuns.Load(), "retireConverged": retireConverged.Load(),
 		"lost": stats[lost].details(), "held": stats[held].details()}
 	return []Row{row}
 }
@@ -440,36 +460,13 @@ type lostResult struct {
 // a rerun (resume if it left the Head applying), the end-state check, and
 // a replay.
 func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res lostResult, err error) {
-	ns, err := c.namespace("lost")
+	ns, rdir, pf, gen, err := c.lostSetup(plan)
 	if err != nil {
 		return res, err
 	}
-	rdir := c.work + "/receipts/" + ns
 	clean, err := c.adminOptions(rdir)
 	if err != nil {
 		return res, err
-	}
-	v300, err := c.release("v3.0.0", ns, "")
-	if err != nil {
-		return res, err
-	}
-	dir, transition, exp, gen := v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}, int64(1)
-	if plan.upgrade {
-		if _, err := c.deploy(clean, v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}); err != nil {
-			return res, fmt.Errorf("clean install: %w", err)
-		}
-		h, err := c.head(ns)
-		if err != nil {
-			return res, err
-		}
-		if dir, err = c.release("v3.1.0", ns, ""); err != nil {
-			return res, err
-		}
-		transition, exp, gen = ceremony.TransitionUpgrade, h.Expected(), 2
-	}
-	pf, err := c.preflight(clean, dir, transition, exp)
-	if err != nil {
-		return res, fmt.Errorf("preflight: %w", err)
 	}
 	cfg := c.cp.RESTConfig()
 	cfg.QPS, cfg.Burst = 500, 1000
@@ -525,6 +522,11 @@ func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res 
 	if err != nil {
 		return res, err
 	}
+	if plan.retire {
+		if err := c.checkRetired(ns); err != nil {
+			return res, err
+		}
+	}
 	if firstReceipt != nil && !bytes.Equal(firstReceipt, want) {
 		return res, fmt.Errorf("the first run's receipt differs from the converged one")
 	}
@@ -533,6 +535,46 @@ func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res 
 		return res, fmt.Errorf("replay: %+v, %v", again, err)
 	}
 	return res, nil
+}
+
+// lostSetup prepares a run's namespace, receipts directory and
+// preflight, and says the generation it commits: an install of v3.0.0
+// (1), an upgrade of it to v3.1.0 (2), or a retire (2, retire.go).
+func (c *campaign) lostSetup(plan faultPlan) (ns, rdir string, pf *ceremony.PreflightResult, gen int64, err error) {
+	if plan.retire {
+		ns, rdir, pf, err = c.retireSetup("lost-retire")
+		return ns, rdir, pf, 2, err
+	}
+	if ns, err = c.namespace("lost"); err != nil {
+		return "", "", nil, 0, err
+	}
+	rdir = c.work + "/receipts/" + ns
+	clean, err := c.adminOptions(rdir)
+	if err != nil {
+		return "", "", nil, 0, err
+	}
+	v300, err := c.release("v3.0.0", ns, "")
+	if err != nil {
+		return "", "", nil, 0, err
+	}
+	dir, transition, exp, gen := v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}, int64(1)
+	if plan.upgrade {
+		if _, err := c.deploy(clean, v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}); err != nil {
+			return "", "", nil, 0, fmt.Errorf("clean install: %w", err)
+		}
+		h, err := c.head(ns)
+		if err != nil {
+			return "", "", nil, 0, err
+		}
+		if dir, err = c.release("v3.1.0", ns, ""); err != nil {
+			return "", "", nil, 0, err
+		}
+		transition, exp, gen = ceremony.TransitionUpgrade, h.Expected(), 2
+	}
+	if pf, err = c.preflight(clean, dir, transition, exp); err != nil {
+		return "", "", nil, 0, fmt.Errorf("preflight: %w", err)
+	}
+	return ns, rdir, pf, gen, nil
 }
 
 func readFile(path string) []byte {
