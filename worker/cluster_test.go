@@ -544,6 +544,17 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Fatalf("the rbac user sent %s", r)
 		}
 	}
+	// The API server's own record agrees: the rotation never read the
+	// identity Secret and never watched (before this test's own probe).
+	reads, err := cp.Reads(func(e testcluster.AuditEvent) bool {
+		return e.User.Username == "rotator-rbac" && (e.ObjectRef.Name == delivery.IdentitySecret || e.Verb == "watch")
+	})
+	if err != nil || len(reads) != 0 {
+		t.Fatalf("audit log: the rbac user read the identity Secret or watched: %+v %v", reads, err)
+	}
+	if all, _ := cp.Reads(func(e testcluster.AuditEvent) bool { return e.User.Username == "rotator-rbac" }); len(all) == 0 {
+		t.Fatal("audit log holds no read by the rbac user at all: the check above proves nothing")
+	}
 	if _, err := cs.CoreV1().Secrets(ns).Get(ctx, delivery.IdentitySecret, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -586,7 +586,7 @@ func (c *campaign) writes(user string) ([]testcluster.AuditEvent, error) {
 	}
 	var out []testcluster.AuditEvent
 	for _, e := range a.events {
-		if e.User.Username == user && e.Stage == "ResponseComplete" && !e.DryRun() && !e.Review() {
+		if e.User.Username == user && e.Stage == "ResponseComplete" && !e.Read() && !e.DryRun() && !e.Review() {
 			out = append(out, e)
 		}
 	}

@@ -90,7 +90,34 @@ func (cp *ControlPlane) Writes(keep func(AuditEvent) bool) ([]AuditEvent, error)
 	}
 	var out []AuditEvent
 	for _, e := range events {
-		if e.Stage == "ResponseComplete" && !e.DryRun() && !e.Review() && keep(e) {
+		if e.Stage == "ResponseComplete" && !e.Read() && !e.DryRun() && !e.Review() && keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Read reports whether the event is a read (get, list, watch), not a write.
+func (e AuditEvent) Read() bool { return e.Verb == "get" || e.Verb == "list" || e.Verb == "watch" }
+
+// Reads returns the reads (get, list, watch) that match keep, as the API
+// server recorded them (a watch is recorded when its response starts).
+func (cp *ControlPlane) Reads(keep func(AuditEvent) bool) ([]AuditEvent, error) {
+	if cp.AuditLogPath == "" {
+		return nil, fmt.Errorf("control plane was started without an audit log")
+	}
+	data, err := os.ReadFile(cp.AuditLogPath)
+	if err != nil {
+		return nil, err
+	}
+	events, err := ParseAuditLog(data)
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditEvent
+	for _, e := range events {
+		final := e.Stage == "ResponseComplete" || (e.Verb == "watch" && e.Stage == "ResponseStarted")
+		if e.Read() && final && keep(e) {
 			out = append(out, e)
 		}
 	}

@@ -255,8 +255,11 @@ func (cp *ControlPlane) startAPIServer() error {
 }
 
 // auditPolicy records every mutating request at Metadata level (who, what
-// verb, which object, which response code) and nothing else; deletes at
-// Request level, so a test can read their DeleteOptions (preconditions).
+// verb, which object, which response code); deletes at Request level, so a
+// test can read their DeleteOptions (preconditions); and the reads (get,
+// list, watch) of every user but the control plane's own components at
+// Metadata level, so that "never read X" and "no list or watch" are
+// proven from the API server's own record (Reads).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -265,6 +268,12 @@ rules:
   verbs: ["delete"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+  users: ["system:kube-controller-manager", "system:apiserver", "system:kube-scheduler"]
+- level: None
+  userGroups: ["system:serviceaccounts", "system:nodes"]
+- level: Metadata
+  verbs: ["get", "list", "watch"]
 - level: None
 `
 

@@ -120,3 +120,30 @@ func TestAuditLogRecordsWrites(t *testing.T) {
 		t.Fatalf("audit log has no create of configmaps/%s/audited by ql3-admin", ns)
 	}
 }
+
+// Reads are recorded per user (get, list), so a test can prove that a
+// user never read an object or never listed.
+func TestAuditLogRecordsReads(t *testing.T) {
+	ns := cp.Namespace(t)
+	cfg, err := cp.UserConfig("reader", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	_, _ = cs.CoreV1().ConfigMaps(ns).Get(ctx, "probe", metav1.GetOptions{})
+	if _, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reads, err := cp.Reads(func(e AuditEvent) bool { return e.User.Username == "reader" && e.ObjectRef.Namespace == ns })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range reads {
+		got = append(got, e.Verb+" "+e.ObjectRef.Resource+"/"+e.ObjectRef.Name)
+	}
+	if len(got) != 2 || got[0] != "get configmaps/probe" || got[1] != "list secrets/" {
+		t.Fatalf("reads recorded: %q, want the get and the list", got)
+	}
+}
