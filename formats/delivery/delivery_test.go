@@ -59,8 +59,8 @@ func TestParse(t *testing.T) {
 		{"bad namespace", strings.Replace(goodYAML, "namespace: qinglong", "namespace: Qing_long", 1), "namespace"},
 		{"bad deployment", strings.Replace(goodYAML, "deployment: ql3-worker", "deployment: ql3/worker", 1), "Deployment name"},
 		{"schema", strings.Replace(goodYAML, "@v1", "@v2", 1), "schema"},
-		{"trailing", goodJSON + "{}", "after the object"},
-		{"not object", "[]", "not an object"},
+		{"trailing", goodJSON + "{}", "after the JSON object"},
+		{"not object", "[]", "not a JSON object"},
 		{"target unknown", strings.Replace(goodYAML, "  key: credential-token", "  key: credential-token\n  extra: x", 1), `unknown member "extra"`},
 		{"too big", goodYAML + "#" + strings.Repeat("x", MaxFileBytes), "at most"},
 	} {

@@ -3,12 +3,11 @@ package delivery
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
-	"slices"
 	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/formats/strictjson"
 )
 
 var members = []string{"schema", "deliveryId", "credentialId", "predecessorCredentialId", "deploymentGeneration", "target"}
@@ -77,50 +76,19 @@ func Parse(data []byte) (*Delivery, error) {
 }
 
 // object decodes data as one JSON object whose member names are exactly
-// want, values raw.
+// want (strictjson.Object), its errors invalid input naming what.
 func object(what string, data []byte, want []string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, invalidf("%s: not an object", what)
-	}
-	m := map[string]json.RawMessage{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, invalidf("%s: malformed JSON: %v", what, err)
-		}
-		name, _ := t.(string)
-		if _, dup := m[name]; dup {
-			return nil, invalidf("%s: member %q appears twice", what, clip(name))
-		}
-		if !slices.Contains(want, name) {
-			return nil, invalidf("%s: unknown member %q; the members are %q", what, clip(name), want)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, invalidf("%s: %s: malformed JSON: %v", what, name, err)
-		}
-		m[name] = bytes.TrimSpace(raw)
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, invalidf("%s: malformed JSON object", what)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, invalidf("%s: data after the object", what)
-	}
-	for _, name := range want {
-		if _, ok := m[name]; !ok {
-			return nil, invalidf("%s: member %q is missing", what, name)
-		}
+	m, err := strictjson.Object(data, want)
+	if err != nil {
+		return nil, invalidf("%s: %v", what, err)
 	}
 	return m, nil
 }
 
 func str(name string, raw json.RawMessage) (string, error) {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	v, ok := strictjson.String(raw)
+	if !ok {
 		return "", invalidf("%s: %s is not a string", name, clip(string(raw)))
 	}
-	return s, nil
+	return v, nil
 }

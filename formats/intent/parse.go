@@ -3,12 +3,10 @@ package intent
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"regexp"
-	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/qinglong/kubectl-ql3/formats/strictjson"
 )
 
 var integerRE = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
@@ -58,57 +56,22 @@ func parseIntent(what string, data []byte) (Intent, error) {
 }
 
 // object decodes data as one JSON object whose member names are exactly
-// want: no unknown, missing or duplicate member, nothing after it. Values
-// come back raw, white space trimmed.
+// want (strictjson.Object), its errors invalid input naming what.
 func object(what string, data []byte, want []string) (map[string]json.RawMessage, error) {
-	if !utf8.Valid(data) {
-		return nil, invalidf("%s: not UTF-8", what)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, invalidf("%s: not a JSON object", what)
-	}
-	m := map[string]json.RawMessage{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, invalidf("%s: malformed JSON: %v", what, err)
-		}
-		name, _ := t.(string)
-		if _, dup := m[name]; dup {
-			return nil, invalidf("%s: member %q appears twice", what, clip(name))
-		}
-		if !slices.Contains(want, name) {
-			return nil, invalidf("%s: unknown member %q; the members are %q", what, clip(name), want)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, invalidf("%s: %s: malformed JSON: %v", what, name, err)
-		}
-		m[name] = bytes.TrimSpace(raw)
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, invalidf("%s: malformed JSON object", what)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, invalidf("%s: data after the JSON object", what)
-	}
-	for _, name := range want {
-		if _, ok := m[name]; !ok {
-			return nil, invalidf("%s: member %q is missing", what, name)
-		}
+	m, err := strictjson.Object(data, want)
+	if err != nil {
+		return nil, invalidf("%s: %v", what, err)
 	}
 	return m, nil
 }
 
 // str is a JSON string member (not null, not a number).
 func str(name string, raw json.RawMessage) (string, error) {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", invalidf("%s: %s is not a JSON string", name, clip(raw))
+	v, ok := strictjson.String(raw)
+	if !ok {
+		return "", invalidf("%s: %s is not a JSON string", name, clip(string(raw)))
 	}
-	return s, nil
+	return v, nil
 }
 
 // integer is a positive integer member in plain decimal digits, at most

@@ -1,0 +1,79 @@
+// Package strictjson decodes the strict JSON objects of the pure formats
+// (the activation intent, the worker delivery): exactly one object, UTF-8,
+// whose member names are exactly the ones expected — no unknown, missing or
+// duplicate member (encoding/json silently keeps the last duplicate), and
+// nothing after it. Errors name members, never values beyond a clipped
+// member name. A leaf: the standard library only.
+package strictjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"unicode/utf8"
+)
+
+// Object decodes data as one JSON object whose member names are exactly
+// want. Values come back raw, white space trimmed, numbers untouched.
+func Object(data []byte, want []string) (map[string]json.RawMessage, error) {
+	if !utf8.Valid(data) {
+		return nil, errors.New("not UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	m := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("malformed JSON: %v", err)
+		}
+		name, _ := t.(string)
+		if _, dup := m[name]; dup {
+			return nil, fmt.Errorf("member %q appears twice", Clip(name))
+		}
+		if !slices.Contains(want, name) {
+			return nil, fmt.Errorf("unknown member %q; the members are %q", Clip(name), want)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("%s: malformed JSON: %v", name, err)
+		}
+		m[name] = bytes.TrimSpace(raw)
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, errors.New("malformed JSON object")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("data after the JSON object")
+	}
+	for _, name := range want {
+		if _, ok := m[name]; !ok {
+			return nil, fmt.Errorf("member %q is missing", name)
+		}
+	}
+	return m, nil
+}
+
+// String is a JSON string member (not null, not a number).
+func String(raw json.RawMessage) (string, bool) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Clip shortens a value quoted in an error to 80 bytes.
+func Clip[T ~string | ~[]byte](v T) string {
+	s := string(v)
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
