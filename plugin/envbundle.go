@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/envbundle"
@@ -515,20 +514,5 @@ func (o *envBundleRBACOptions) Run() error {
 	if err != nil {
 		return err
 	}
-	if o.output != outputYAML {
-		return printObject(o.streams.Out, o.output, newObjectList(objs))
-	}
-	for i, obj := range objs {
-		out, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			fmt.Fprintln(o.streams.Out, "---")
-		}
-		if _, err := o.streams.Out.Write(out); err != nil {
-			return err
-		}
-	}
-	return nil
+	return printRBAC(o.streams.Out, o.output, objs)
 }

@@ -13,7 +13,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/formats/keyset"
@@ -557,20 +556,5 @@ func (o *keysetRBACOptions) Run() error {
 		return fail.Errorf(fail.Invalid, "no namespace: give -n NAMESPACE")
 	}
 	objs := keyledger.RBAC(ns, keyledger.Subject{User: o.bindUser, Group: o.bindGroup})
-	if o.output != outputYAML {
-		return printObject(o.streams.Out, o.output, newObjectList(objs))
-	}
-	for i, obj := range objs {
-		out, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			fmt.Fprintln(o.streams.Out, "---")
-		}
-		if _, err := o.streams.Out.Write(out); err != nil {
-			return err
-		}
-	}
-	return nil
+	return printRBAC(o.streams.Out, o.output, objs)
 }

@@ -272,3 +272,25 @@ func registerOutputCompletion(cmd *cobra.Command, formats ...string) {
 		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 	})
 }
+
+// printRBAC prints the objects of an `rbac` command: with -o yaml (or no
+// -o) a multi-document YAML stream ready for `kubectl apply -f -`, any
+// other format over a v1 List.
+func printRBAC(w io.Writer, output string, objs []any) error {
+	if output != outputYAML && output != "" {
+		return printObject(w, output, newObjectList(objs))
+	}
+	for i, obj := range objs {
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(w, "---")
+		}
+		if _, err := w.Write(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}

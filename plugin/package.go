@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/formats/intent"
@@ -644,22 +643,7 @@ func (o *packageRBACOptions) Run(ctx context.Context) error {
 		return err
 	}
 	objs := pointer.RBAC(nm, in.Namespace, pointer.Subject{User: o.bindUser, Group: o.bindGroup})
-	if o.output != outputYAML {
-		return printObject(o.streams.Out, o.output, newObjectList(objs))
-	}
-	for i, obj := range objs {
-		out, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			fmt.Fprintln(o.streams.Out, "---")
-		}
-		if _, err := o.streams.Out.Write(out); err != nil {
-			return err
-		}
-	}
-	return nil
+	return printRBAC(o.streams.Out, o.output, objs)
 }
 
 // sha256Hex is the hex SHA-256 of data (an OCI digest without its prefix).

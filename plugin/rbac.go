@@ -9,7 +9,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -103,18 +102,5 @@ func (o *rbacOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.output != outputYAML && o.output != "" {
-		return printObject(o.streams.Out, o.output, newObjectList(objs))
-	}
-	for i, obj := range objs {
-		out, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			fmt.Fprintln(o.streams.Out, "---")
-		}
-		o.streams.Out.Write(out)
-	}
-	return nil
+	return printRBAC(o.streams.Out, o.output, objs)
 }

@@ -16,7 +16,6 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	auditworker "github.com/qinglong/kubectl-ql3/audits/worker"
 	"github.com/qinglong/kubectl-ql3/cas"
@@ -509,22 +508,7 @@ Deployment create or delete, no pods/exec. Nothing here contacts the cluster.`,
 			if err != nil {
 				return err
 			}
-			if o.output != outputYAML {
-				return printObject(streams.Out, o.output, newObjectList(objs))
-			}
-			for i, obj := range objs {
-				b, err := yaml.Marshal(obj)
-				if err != nil {
-					return err
-				}
-				if i > 0 {
-					fmt.Fprintln(streams.Out, "---")
-				}
-				if _, err := streams.Out.Write(b); err != nil {
-					return err
-				}
-			}
-			return nil
+			return printRBAC(streams.Out, o.output, objs)
 		},
 	}
 	f := cmd.Flags()

@@ -22,7 +22,7 @@ const (
 )
 
 // Subject is whom the bindings name (both empty: no bindings).
-type Subject struct{ User, Group string }
+type Subject = cas.Subject
 
 // Needs lists every permission stage, publish and discard-stage use.
 func Needs(ns, stageNS, deployment string) []cas.Access {
@@ -84,29 +84,10 @@ func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
 		},
 	}
 	out := []any{role, stage, cluster}
-	var subjects []rbacv1.Subject
-	if sub.User != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: sub.User})
+	for _, n := range []string{ns, stageNS, ""} { // the two Roles, then the ClusterRole
+		if b := cas.Binding(sub, RoleName, n, labels); b != nil {
+			out = append(out, b)
+		}
 	}
-	if sub.Group != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: sub.Group})
-	}
-	if len(subjects) == 0 {
-		return out, nil
-	}
-	for _, n := range []string{ns, stageNS} {
-		out = append(out, &rbacv1.RoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: meta(n, ""),
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: RoleName},
-			Subjects:   subjects,
-		})
-	}
-	out = append(out, &rbacv1.ClusterRoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Labels: labels},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: RoleName},
-		Subjects:   subjects,
-	})
 	return out, nil
 }
