@@ -69,6 +69,9 @@ func main() {
 		case "gen":
 			genMain(os.Args[2:])
 			return
+		case "report":
+			reportMain(os.Args[2:])
+			return
 		}
 	}
 	var c config
@@ -540,6 +543,17 @@ func (b *bencher) run(n, r int) (*Run, error) {
 	}
 	run.RawBestCreate = bestWorkers(run.RawCreate)
 	run.RawBestUpdate = bestWorkers(run.RawUpdate)
+	run.computeRatios()
+	return run, nil
+}
+
+// computeRatios fills run.Ratios from its measurements (also called by
+// `hack/bench report` on a bench.json, so a report can be re-derived
+// without re-running the clients).
+func (run *Run) computeRatios() {
+	if run.Ratios == nil {
+		run.Ratios = map[string]float64{}
+	}
 	q := run.QL3
 	install := q.InstallPreflight.Wall + q.InstallApply.Wall
 	upgrade := q.UpgradePreflight.Wall + q.UpgradeApply.Wall
@@ -560,28 +574,64 @@ func (b *bencher) run(n, r int) (*Run, error) {
 	}
 	// Against the peers that wait: kubectl + rollout status, and the
 	// fastest of the waiting peers measured in this run.
-	run.Ratios["installVsKubectlWait"] = round3(install / run.KubectlWaitCreate.Wall)
-	run.Ratios["upgradeVsKubectlWait"] = round3(upgrade / run.KubectlWaitUpdate.Wall)
-	fastC, fastU := run.KubectlWaitCreate.Wall, run.KubectlWaitUpdate.Wall
-	if run.HelmWaitCreate != nil {
-		run.Ratios["installVsHelmWait"] = round3(install / run.HelmWaitCreate.Wall)
-		run.Ratios["upgradeVsHelmWait"] = round3(upgrade / run.HelmWaitUpdate.Wall)
-		fastC, fastU = min(fastC, run.HelmWaitCreate.Wall), min(fastU, run.HelmWaitUpdate.Wall)
+	if run.KubectlWaitCreate != nil { // bench.json files before issue #18 have no waiting peers
+		run.Ratios["installVsKubectlWait"] = round3(install / run.KubectlWaitCreate.Wall)
+		run.Ratios["upgradeVsKubectlWait"] = round3(upgrade / run.KubectlWaitUpdate.Wall)
+		fastC, fastU := run.KubectlWaitCreate.Wall, run.KubectlWaitUpdate.Wall
+		if run.HelmWaitCreate != nil {
+			run.Ratios["installVsHelmWait"] = round3(install / run.HelmWaitCreate.Wall)
+			run.Ratios["upgradeVsHelmWait"] = round3(upgrade / run.HelmWaitUpdate.Wall)
+			fastC, fastU = min(fastC, run.HelmWaitCreate.Wall), min(fastU, run.HelmWaitUpdate.Wall)
+		}
+		if run.KappWaitCreate != nil {
+			run.Ratios["installVsKappWait"] = round3(install / run.KappWaitCreate.Wall)
+			run.Ratios["upgradeVsKappWait"] = round3(upgrade / run.KappWaitUpdate.Wall)
+			fastC, fastU = min(fastC, run.KappWaitCreate.Wall), min(fastU, run.KappWaitUpdate.Wall)
+		}
+		run.Ratios["installVsFastestWaiting"] = round3(install / fastC)
+		run.Ratios["upgradeVsFastestWaiting"] = round3(upgrade / fastU)
+		run.Ratios["rssVsKubectlWait"] = round3(maxRSS(q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply) /
+			maxRSS(run.KubectlWaitCreate, run.KubectlWaitUpdate))
 	}
-	if run.KappWaitCreate != nil {
-		run.Ratios["installVsKappWait"] = round3(install / run.KappWaitCreate.Wall)
-		run.Ratios["upgradeVsKappWait"] = round3(upgrade / run.KappWaitUpdate.Wall)
-		fastC, fastU = min(fastC, run.KappWaitCreate.Wall), min(fastU, run.KappWaitUpdate.Wall)
-	}
-	run.Ratios["installVsFastestWaiting"] = round3(install / fastC)
-	run.Ratios["upgradeVsFastestWaiting"] = round3(upgrade / fastU)
-	run.Ratios["rssVsKubectlWait"] = round3(maxRSS(q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply) /
-		maxRSS(run.KubectlWaitCreate, run.KubectlWaitUpdate))
 	if bq := run.QL3Before; bq != nil {
 		run.Ratios["installVsBefore"] = round3(install / (bq.InstallPreflight.Wall + bq.InstallApply.Wall))
 		run.Ratios["upgradeVsBefore"] = round3(upgrade / (bq.UpgradePreflight.Wall + bq.UpgradeApply.Wall))
 	}
-	return run, nil
+	// Issue #18: the ceremony's own client work, everything except the
+	// render (the "render: … in D" line of preflight and apply) and, on an
+	// install, the wait for kube-controller-manager after the last apply
+	// (apply's converge phase), against the raw lower bound.
+	run.Ratios["installClientVsRaw"] = round3(clientWork(q.InstallPreflight, q.InstallApply, true) / run.RawCreate[run.RawBestCreate].Wall)
+	run.Ratios["upgradeClientVsRaw"] = round3(clientWork(q.UpgradePreflight, q.UpgradeApply, false) / run.RawUpdate[run.RawBestUpdate].Wall)
+}
+
+// clientWork is preflight + apply wall time less each process's render
+// and, when controllerBound, less apply's converge phase.
+func clientWork(preflight, apply *Proc, controllerBound bool) float64 {
+	w := preflight.Wall + apply.Wall - preflight.renderSeconds() - apply.renderSeconds()
+	if controllerBound {
+		w -= apply.Phases["converge"]
+	}
+	return w
+}
+
+// renderSeconds is the duration the process reported on its "render: …
+// in D" progress line (cache hit or render, lock verify excluded), or 0.
+func (p *Proc) renderSeconds() float64 {
+	for _, l := range p.Stderr {
+		_, text, _ := strings.Cut(l, " ")
+		if !strings.HasPrefix(text, "render: ") {
+			continue
+		}
+		i := strings.LastIndex(text, " in ")
+		if i < 0 {
+			continue
+		}
+		if d, err := time.ParseDuration(text[i+4:]); err == nil {
+			return d.Seconds()
+		}
+	}
+	return 0
 }
 
 // run1 is run, callable inside (*bencher).run, where the local Run record
