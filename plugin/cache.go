@@ -41,12 +41,12 @@ func newCmdCache(streams genericiooptions.IOStreams) *cobra.Command {
 		Use:   "cache",
 		Short: "Show or prune the render cache",
 		Long: `The render cache holds the rendered objects of releases this plugin build has
-rendered, keyed by their source digest and the plugin build, so that preflight
-and apply do not run kustomize again for a release the lock binds. An entry is
+rendered, keyed by their source digest and the plugin build, so that preflight,
+apply and diff do not run kustomize again for a release the lock binds. An entry is
 used only when its objects re-derive the lock's render digest: a stale or
 corrupted entry can only cost a render (docs/render-cache.md). Renders holding
-Secret values are never cached. --no-cache on lock, preflight, apply, resume
-and rollback bypasses it.`,
+Secret values are never cached. --no-cache on lock, preflight, apply, resume,
+rollback and diff bypasses it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}

@@ -75,6 +75,24 @@ func TestCLIRenderCache(t *testing.T) {
 		t.Errorf("applied log-level %q, want the locked %q", got, "info")
 	}
 
+	// diff takes the render from the same cache: a hit after apply stored
+	// a good entry, and a tampered entry costs a render, never a diff
+	// against the tampered objects.
+	out, stderr, code = run(t, env, "diff", dir, "--exit-code")
+	if code != 0 || !strings.Contains(stderr, "render: cache hit, 16 objects") {
+		t.Errorf("diff after apply: exit %d, want 0 and a cache hit\n%s\n%s", code, out, stderr)
+	}
+	if err := os.WriteFile(entries[0], tampered, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = run(t, env, "diff", dir, "--exit-code")
+	if code != 0 || !strings.Contains(stderr, "render: cache miss (entry does not match the lock), stored") || strings.Contains(out, "pwned") {
+		t.Errorf("diff with a tampered entry: exit %d, want 0, a miss and no tampered value\n%s\n%s", code, out, stderr)
+	}
+	if _, stderr, _ = run(t, env, "diff", dir, "--no-cache"); strings.Contains(stderr, "render:") {
+		t.Errorf("diff --no-cache: want no render cache line\n%s", stderr)
+	}
+
 	_, stderr, code = run(t, env, "cache", "prune")
 	if code != 0 || !strings.Contains(stderr, "removed 1 render cache entry") {
 		t.Errorf("prune: exit %d: %s", code, stderr)

@@ -77,9 +77,12 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return fail.Wrap(fail.Invalid, err)
 	}
-	rep, err := views.DiffRelease(ctx, co.Cluster, filesys.MakeFsOnDisk(), dir, co.Inventory, o.force, co.Parallelism)
+	rep, err := views.DiffRelease(ctx, co.Cluster, filesys.MakeFsOnDisk(), dir, co.Inventory, co.RenderCache, o.force, co.Parallelism)
 	if err != nil {
 		return err
+	}
+	if co.RenderCache != nil {
+		fmt.Fprintf(o.streams.ErrOut, "render: %s, %d objects\n", rep.Render, len(rep.Objects))
 	}
 	if o.cf.output == outputName {
 		// -o name: the objects that would be created or changed.

@@ -18,6 +18,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
 )
 
 // DiffSchema names the structured change list.
@@ -68,6 +69,9 @@ type DiffReport struct {
 	Objects   []ObjectChange `json:"objects"`
 	// Digest is the diff digest: DigestOf("diff", {schema, objects}).
 	Digest string `json:"digest"`
+	// Render says whether DiffRelease took the objects from the render
+	// cache (progress only; not part of the report).
+	Render inventory.CacheUse `json:"-"`
 }
 
 // HasChanges reports whether any object would be created or changed.
@@ -327,12 +331,13 @@ func toYAML(obj map[string]any) (string, error) {
 // diff read through the same client as the dry-run step.
 var _ Differ = ceremony.Cluster(nil)
 
-// DiffRelease renders the release directory dir, verifies it against its
-// lock, checks that c is the lock's cluster (a wrong --context is invalid
+// DiffRelease renders the release directory dir (or takes its render
+// from cache, exactly as preflight does: docs/render-cache.md; nil cache:
+// always render), verifies it against its lock, checks that c is the lock's cluster (a wrong --context is invalid
 // input, as in preflight) and diffs it. The lock's field manager is used.
-func DiffRelease(ctx context.Context, c ceremony.Cluster, fsys filesys.FileSystem, dir string, opts inventory.Options, force bool, parallelism int) (*DiffReport, error) {
+func DiffRelease(ctx context.Context, c ceremony.Cluster, fsys filesys.FileSystem, dir string, opts inventory.Options, cache *rendercache.Cache, force bool, parallelism int) (*DiffReport, error) {
 	opts.Mapper = c.Mapper()
-	rel, lock, err := inventory.LoadRelease(fsys, dir, opts)
+	rel, lock, use, err := inventory.LoadReleaseCached(fsys, dir, opts, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -343,8 +348,12 @@ func DiffRelease(ctx context.Context, c ceremony.Cluster, fsys filesys.FileSyste
 	if id != lock.Target.ClusterIdentity {
 		return nil, fail.Errorf(fail.Invalid, "cluster identity %s does not match the lock's target.clusterIdentity %s: wrong --context?", id, lock.Target.ClusterIdentity)
 	}
-	return Diff(ctx, c, DiffRequest{
+	rep, err := Diff(ctx, c, DiffRequest{
 		Objects: rel.Objects, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
 		FieldManager: lock.Tool.FieldManager, ForceConflicts: force, Parallelism: parallelism,
 	})
+	if rep != nil {
+		rep.Render = use
+	}
+	return rep, err
 }
