@@ -27,15 +27,6 @@ var cp *testcluster.ControlPlane
 
 func TestMain(m *testing.M) { testcluster.Main(m, testcluster.Options{AuditLog: true}, &cp) }
 
-func user(t *testing.T, name string, groups ...string) *rest.Config {
-	t.Helper()
-	cfg, err := cp.UserConfig(name, groups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 func client(t *testing.T, cfg *rest.Config, ns string) cas.Client[*corev1.ConfigMap] {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -73,7 +64,7 @@ func current(t *testing.T, ns string) *corev1.ConfigMap {
 // conflict, and the first writer's value survives.
 func TestCreateAndStaleUpdate(t *testing.T) {
 	ns := cp.Namespace(t)
-	c := client(t, user(t, "alice", "system:masters"), ns)
+	c := client(t, cp.User(t, "alice", "system:masters"), ns)
 	if _, err := write(t, c, intent(ns, "a", ""), true, cas.Resend); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +108,7 @@ func TestRacingWriters(t *testing.T) {
 	var wg sync.WaitGroup
 	clients := make([]cas.Client[*corev1.ConfigMap], n)
 	for i := range n { // set up outside the goroutines: t.Fatal belongs to the test's own
-		clients[i] = client(t, user(t, fmt.Sprintf("writer-%d", i), "system:masters"), ns)
+		clients[i] = client(t, cp.User(t, fmt.Sprintf("writer-%d", i), "system:masters"), ns)
 	}
 	for i := range n {
 		wg.Add(1)
@@ -170,7 +161,7 @@ func TestUnknownOutcomesSettleByReading(t *testing.T) {
 				}
 				rv = current(t, ns).ResourceVersion
 			}
-			cfg := user(t, "faulty", "system:masters")
+			cfg := cp.User(t, "faulty", "system:masters")
 			method := http.MethodPut
 			if tt.create {
 				method = http.MethodPost
@@ -208,7 +199,7 @@ func TestUnknownOutcomesSettleByReading(t *testing.T) {
 // any write; the grant makes the same check pass.
 func TestRequire(t *testing.T) {
 	ns := cp.Namespace(t)
-	cfg := user(t, "reviewed")
+	cfg := cp.User(t, "reviewed")
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +284,7 @@ func TestFencedDelete(t *testing.T) {
 			if tt.before != nil {
 				tt.before(t, ns)
 			}
-			cfg := user(t, "deleter", "system:masters")
+			cfg := cp.User(t, "deleter", "system:masters")
 			var f *faults.Fault
 			if tt.drop {
 				f = faults.Drop(cfg, faults.Write(http.MethodDelete, "/configmaps/ptr"))
@@ -377,7 +368,7 @@ func TestLateCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			rv := current(t, ns).ResourceVersion
-			cfg := user(t, "late", "system:masters")
+			cfg := cp.User(t, "late", "system:masters")
 			cfg.Timeout = time.Second
 			f := faults.Late(cfg, faults.Write(http.MethodPut, "/namespaces/"+ns+"/configmaps", "new"), 2*time.Second)
 			res, err := write(t, client(t, cfg, ns), intent(ns, "new", rv), false, tt.policy)

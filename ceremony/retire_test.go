@@ -24,30 +24,6 @@ import (
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
-// batchYAML is a second worker Deployment, ql3-batch: a workload a retire
-// can remove while the release keeps its worker role.
-const batchYAML = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: ql3-batch
-  labels:
-    qinglong.io/role: worker
-spec:
-  replicas: 0
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: ql3-batch
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: ql3-batch
-        qinglong.io/role: worker
-    spec:
-      containers:
-      - name: batch
-        image: registry.k8s.io/pause:3.10.1@sha256:c204928bc0cb6e2054f8063f63ad2431ae024aca123d368b3268d305a0645db5
-`
-
 // editRelease rewrites dir's kustomization with edit and locks it again
 // as version.
 func editRelease(t *testing.T, dir, version string, edit func(string) string) {
@@ -71,7 +47,11 @@ func editRelease(t *testing.T, dir, version string, edit func(string) string) {
 func baseRelease(t *testing.T, ns string) string {
 	t.Helper()
 	dir := release(t, "v3.1.0", ns, "")
-	if err := os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(batchYAML), 0o644); err != nil {
+	batch, err := os.ReadFile(filepath.Join("..", "testdata", "retire", "batch.yaml")) // the ql3-batch Deployment
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "batch.yaml"), batch, 0o644)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	editRelease(t, dir, "3.1.0", func(k string) string {

@@ -32,15 +32,6 @@ func TestMain(m *testing.M) { testcluster.Main(m, testcluster.Options{AuditLog: 
 
 const bundleName = "task-env"
 
-func user(t *testing.T, name string, groups ...string) *rest.Config {
-	t.Helper()
-	cfg, err := cp.UserConfig(name, groups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 func publisher(t *testing.T, cfg *rest.Config, ns string) Options {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -70,38 +61,12 @@ func onCluster(t *testing.T, ns string) *corev1.Secret {
 	return s
 }
 
-// requests lists the writes name sent for Secrets in ns (the audit log
-// records writes only).
-func requests(t *testing.T, name, ns string) []string {
-	t.Helper()
-	evs, err := cp.Writes(func(e testcluster.AuditEvent) bool {
-		return e.User.Username == name && e.ObjectRef.Namespace == ns && e.ObjectRef.Resource == "secrets"
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range evs {
-		out = append(out, e.Verb)
-	}
-	return out
-}
-
-func noWrites(t *testing.T, name, ns string) {
-	t.Helper()
-	for _, v := range requests(t, name, ns) {
-		if v != "get" {
-			t.Fatalf("%s sent a %s of a Secret in %s: the refusal was not before every write", name, v, ns)
-		}
-	}
-}
-
 // Create, replay, update with the printed version, conflict on a stale or
 // missing --expected-version, and inspect: each refusal before any write.
 func TestPublishLifecycle(t *testing.T) {
 	ns := cp.Namespace(t)
 	b1, b2, b3 := bundle(t, canaryValue), bundle(t, canaryValue+"2"), bundle(t, canaryValue+"3")
-	o := publisher(t, user(t, "pub", "system:masters"), ns)
+	o := publisher(t, cp.User(t, "pub", "system:masters"), ns)
 	ctx := context.Background()
 
 	st, err := Inspect(ctx, o)
@@ -111,15 +76,15 @@ func TestPublishLifecycle(t *testing.T) {
 	if _, err := Publish(ctx, o, b1, "12345"); !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("first publish naming a version: %v, want conflict", err)
 	}
-	noWrites(t, "pub", ns)
+	cp.NoWrites(t, "pub", ns, "secrets")
 
 	r1 := mustPublish(t, o, b1, "")
 	s := onCluster(t, ns)
 	if r1.Action != Created || r1.Settled || s == nil || r1.ResourceVersion != s.ResourceVersion || !Holds(s, b1) {
 		t.Fatalf("create: %+v, Secret %v", r1, s)
 	}
-	if !slices.Equal(requests(t, "pub", ns), []string{"create"}) {
-		t.Fatalf("requests %v", requests(t, "pub", ns))
+	if !slices.Equal(cp.WriteVerbs(t, "pub", ns, "secrets"), []string{"create"}) {
+		t.Fatalf("requests %v", cp.WriteVerbs(t, "pub", ns, "secrets"))
 	}
 	st, err = Inspect(ctx, o)
 	if err != nil || !st.Present || st.ResourceVersion != r1.ResourceVersion {
@@ -154,7 +119,7 @@ func TestPublishLifecycle(t *testing.T) {
 	if !Holds(onCluster(t, ns), b2) {
 		t.Fatal("a refused publish changed the Secret")
 	}
-	if got := requests(t, "pub", ns); !slices.Equal(got, []string{"create", "update"}) {
+	if got := cp.WriteVerbs(t, "pub", ns, "secrets"); !slices.Equal(got, []string{"create", "update"}) {
 		t.Fatalf("requests %v: only the create and the one update may have written", got)
 	}
 
@@ -196,7 +161,7 @@ func TestUnmanagedSecretRefused(t *testing.T) {
 	if _, err := cp.Clientset().CoreV1().Secrets(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	o := publisher(t, user(t, "adopter", "system:masters"), ns)
+	o := publisher(t, cp.User(t, "adopter", "system:masters"), ns)
 	st, ierr := Inspect(ctx, o)
 	_, perr := Publish(ctx, o, bundle(t, canaryValue), st.ResourceVersion)
 	for _, err := range []error{ierr, perr} {
@@ -205,7 +170,7 @@ func TestUnmanagedSecretRefused(t *testing.T) {
 		}
 		noCanary(t, err.Error())
 	}
-	noWrites(t, "adopter", ns)
+	cp.NoWrites(t, "adopter", ns, "secrets")
 }
 
 // Concurrent publishers of different bundles, all creating or all updating
@@ -224,7 +189,7 @@ func TestConcurrentPublishers(t *testing.T) {
 			errs := make([]error, n)
 			for i := range n {
 				cands[i] = bundle(t, fmt.Sprintf("%s-%d", canaryValue, i))
-				opts[i] = publisher(t, user(t, fmt.Sprintf("racer-%d", i), "system:masters"), ns)
+				opts[i] = publisher(t, cp.User(t, fmt.Sprintf("racer-%d", i), "system:masters"), ns)
 			}
 			var wg sync.WaitGroup
 			start := make(chan struct{})
@@ -279,7 +244,7 @@ func TestLostResponseSettled(t *testing.T) {
 			if tt.method == http.MethodPut {
 				expected = mustPublish(t, publisher(t, cp.RESTConfig(), ns), bundle(t, "before"), "").ResourceVersion
 			}
-			cfg := user(t, "lossy", "system:masters")
+			cfg := cp.User(t, "lossy", "system:masters")
 			match := faults.Write(tt.method, "/namespaces/"+ns+"/secrets", Key)
 			var f *faults.Fault
 			if tt.delay {
@@ -303,27 +268,11 @@ func TestLostResponseSettled(t *testing.T) {
 // grant binds user to the Role RBAC prints, minus the verb drop.
 func grant(t *testing.T, ns, user, drop string) {
 	t.Helper()
-	ctx := context.Background()
 	objs, err := RBAC(ns, bundleName, Subject{User: user})
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := objs[0].(*rbacv1.Role)
-	var rules []rbacv1.PolicyRule
-	for _, r := range role.Rules {
-		r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == drop })
-		if len(r.Verbs) > 0 {
-			rules = append(rules, r)
-		}
-	}
-	role.Rules = rules
-	admin := cp.Clientset()
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, objs[1].(*rbacv1.RoleBinding), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp.Grant(t, ns, objs[0].(*rbacv1.Role), objs[1].(*rbacv1.RoleBinding), drop)
 }
 
 // The printed least privilege is enough for create, replay, update and
@@ -334,7 +283,7 @@ func TestLeastPrivilege(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		ns := cp.Namespace(t)
 		grant(t, ns, "least", "")
-		o := publisher(t, user(t, "least"), ns)
+		o := publisher(t, cp.User(t, "least"), ns)
 		if err := cas.Require(context.Background(), o.Review, Needs(ns, bundleName), "x"); err != nil {
 			t.Fatalf("the printed Role does not grant Needs: %v", err)
 		}
@@ -347,7 +296,7 @@ func TestLeastPrivilege(t *testing.T) {
 		if !Holds(onCluster(t, ns), b2) {
 			t.Fatal("the Secret does not hold the second bundle")
 		}
-		for _, v := range requests(t, "least", ns) {
+		for _, v := range cp.WriteVerbs(t, "least", ns, "secrets") {
 			if v != "get" && v != "create" && v != "update" {
 				t.Fatalf("publish sent a %s", v)
 			}
@@ -369,11 +318,11 @@ func TestLeastPrivilege(t *testing.T) {
 			if tt.existing {
 				expected = mustPublish(t, publisher(t, cp.RESTConfig(), ns), b1, "").ResourceVersion
 			}
-			_, err := Publish(context.Background(), publisher(t, user(t, name), ns), b2, expected)
+			_, err := Publish(context.Background(), publisher(t, cp.User(t, name), ns), b2, expected)
 			if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), tt.missing) || !strings.Contains(err.Error(), "nothing was written") {
 				t.Fatalf("publish: %v, want invalid listing %q", err, tt.missing)
 			}
-			noWrites(t, name, ns)
+			cp.NoWrites(t, name, ns, "secrets")
 		})
 	}
 }

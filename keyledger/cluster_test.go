@@ -28,15 +28,6 @@ var cp *testcluster.ControlPlane
 
 func TestMain(m *testing.M) { testcluster.Main(m, testcluster.Options{AuditLog: true}, &cp) }
 
-func user(t *testing.T, name string, groups ...string) *rest.Config {
-	t.Helper()
-	cfg, err := cp.UserConfig(name, groups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 func publisher(t *testing.T, cfg *rest.Config, ns string) Options {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -101,38 +92,13 @@ func digest(t *testing.T, k *keyset.Keyset) string {
 	return d
 }
 
-// requests lists the verbs name sent for Secrets in ns (audit log).
-func requests(t *testing.T, name, ns string) []string {
-	t.Helper()
-	evs, err := cp.Writes(func(e testcluster.AuditEvent) bool {
-		return e.User.Username == name && e.ObjectRef.Namespace == ns && e.ObjectRef.Resource == "secrets"
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range evs {
-		out = append(out, e.Verb)
-	}
-	return out
-}
-
-func noWrites(t *testing.T, name, ns string) {
-	t.Helper()
-	for _, v := range requests(t, name, ns) {
-		if v != "get" {
-			t.Fatalf("%s sent a %s of a Secret in %s: the refusal was not before every write", name, v, ns)
-		}
-	}
-}
-
 // The rotation of docs/keyset.md end to end: first publish creates both
 // Secrets, the overlap updates both, the revoking generation needs
 // --confirm-overlap-observed (refused without it, before any write), a
 // rerun changes nothing.
 func TestPublishRotation(t *testing.T) {
 	ns := cp.Namespace(t)
-	o := publisher(t, user(t, "rotator", "system:masters"), ns)
+	o := publisher(t, cp.User(t, "rotator", "system:masters"), ns)
 	g1, g2, g3 := gen(t, 1, []string{"a"}), gen(t, 2, []string{"a", "b"}), gen(t, 3, []string{"b"}, "a")
 	if res := mustPublish(t, o, g1); res.Ledger.Action != Created || res.Keyset.Action != Created {
 		t.Fatalf("first publish: %+v", res)
@@ -140,11 +106,11 @@ func TestPublishRotation(t *testing.T) {
 	if res := mustPublish(t, o, g2, previous(g1)); res.Ledger.Action != Updated || res.Keyset.Action != Updated || len(res.NewlyRevoked) != 0 {
 		t.Fatalf("overlap: %+v", res)
 	}
-	before := len(requests(t, "rotator", ns))
+	before := len(cp.WriteVerbs(t, "rotator", ns, "secrets"))
 	if _, err := publish(t, o, g3); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "--confirm-overlap-observed") {
 		t.Fatalf("revoking without confirmation: %v, want invalid naming --confirm-overlap-observed", err)
 	}
-	for _, v := range requests(t, "rotator", ns)[before:] {
+	for _, v := range cp.WriteVerbs(t, "rotator", ns, "secrets")[before:] {
 		if v != "get" {
 			t.Fatalf("the refused revocation sent a %s", v)
 		}
@@ -159,7 +125,7 @@ func TestPublishRotation(t *testing.T) {
 	if res := mustPublish(t, o, g3, confirmed); res.Ledger.Action != Unchanged || res.Keyset.Action != Unchanged {
 		t.Fatalf("rerun: %+v, want nothing written", res)
 	}
-	for _, v := range requests(t, "rotator", ns) {
+	for _, v := range cp.WriteVerbs(t, "rotator", ns, "secrets") {
 		if v != "get" && v != "create" && v != "update" {
 			t.Fatalf("publish sent a %s: only get, create and update are used", v)
 		}
@@ -210,11 +176,11 @@ func TestRefusedBeforeAnyWrite(t *testing.T) {
 			}
 			before, _, _ := onCluster(t, ns)
 			name := fmt.Sprintf("refused-%d", i)
-			_, err := publish(t, publisher(t, user(t, name, "system:masters"), ns), tt.next, confirmed)
+			_, err := publish(t, publisher(t, cp.User(t, name, "system:masters"), ns), tt.next, confirmed)
 			if !fail.Is(err, tt.class) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("publish: %v, want %v containing %q", err, tt.class, tt.wantErr)
 			}
-			noWrites(t, name, ns)
+			cp.NoWrites(t, name, ns, "secrets")
 			if after, _, _ := onCluster(t, ns); after != before {
 				t.Fatalf("the ledger moved from %+v to %+v", before, after)
 			}
@@ -237,7 +203,7 @@ func TestConcurrentPublishers(t *testing.T) {
 	}
 	opts := make([]Options, n)
 	for i := range n {
-		opts[i] = publisher(t, user(t, fmt.Sprintf("racer-%d", i), "system:masters"), ns)
+		opts[i] = publisher(t, cp.User(t, fmt.Sprintf("racer-%d", i), "system:masters"), ns)
 	}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -300,7 +266,7 @@ func TestLostResponseSettled(t *testing.T) {
 				mustPublish(t, publisher(t, cp.RESTConfig(), ns), g1)
 				next = g2
 			}
-			cfg := user(t, "lossy", "system:masters")
+			cfg := cp.User(t, "lossy", "system:masters")
 			f := faults.Drop(cfg, secretWrite(tt.method, ns, tt.dataKey))
 			res := mustPublish(t, publisher(t, cfg, ns), next)
 			if f.Fired() != 1 {
@@ -341,7 +307,7 @@ func TestCrashBetweenWritesConverges(t *testing.T) {
 	ns := cp.Namespace(t)
 	g1, g2 := gen(t, 1, []string{"a"}), gen(t, 2, []string{"a", "b"})
 	mustPublish(t, publisher(t, cp.RESTConfig(), ns), g1)
-	cfg := user(t, "crashing", "system:masters")
+	cfg := cp.User(t, "crashing", "system:masters")
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return refuse{rt, func(r *http.Request) bool {
 			return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/secrets/"+KeysetSecret)
@@ -354,12 +320,12 @@ func TestCrashBetweenWritesConverges(t *testing.T) {
 	if l, kg, _ := onCluster(t, ns); l.Generation != 2 || kg != 1 {
 		t.Fatalf("after the crash: ledger %+v, keyset %d; want ledger 2, keyset 1", l, kg)
 	}
-	other := publisher(t, user(t, "other", "system:masters"), ns)
+	other := publisher(t, cp.User(t, "other", "system:masters"), ns)
 	if _, err := publish(t, other, gen(t, 2, []string{"a", "c"})); !fail.Is(err, fail.Conflict) {
 		t.Fatalf("another generation 2 after the crash: %v, want conflict", err)
 	}
-	noWrites(t, "other", ns)
-	res := mustPublish(t, publisher(t, user(t, "rerun", "system:masters"), ns), g2, previous(g1))
+	cp.NoWrites(t, "other", ns, "secrets")
+	res := mustPublish(t, publisher(t, cp.User(t, "rerun", "system:masters"), ns), g2, previous(g1))
 	if res.Ledger.Action != Unchanged || res.Keyset.Action != Updated || !res.Converged {
 		t.Fatalf("rerun: %+v, want the ledger unchanged and the keyset converged", res)
 	}
@@ -371,24 +337,8 @@ func TestCrashBetweenWritesConverges(t *testing.T) {
 // grant binds user to the publisher Role of RBAC, minus the verb drop.
 func grant(t *testing.T, ns, user, drop string) {
 	t.Helper()
-	ctx := context.Background()
 	objs := RBAC(ns, Subject{User: user})
-	role := objs[0].(*rbacv1.Role)
-	var rules []rbacv1.PolicyRule
-	for _, r := range role.Rules {
-		r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == drop })
-		if len(r.Verbs) > 0 {
-			rules = append(rules, r)
-		}
-	}
-	role.Rules = rules
-	admin := cp.Clientset()
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, objs[1].(*rbacv1.RoleBinding), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp.Grant(t, ns, objs[0].(*rbacv1.Role), objs[1].(*rbacv1.RoleBinding), drop)
 }
 
 // The printed least privilege (Secrets get/update by name, create) is
@@ -399,7 +349,7 @@ func TestLeastPrivilege(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		ns := cp.Namespace(t)
 		grant(t, ns, "least", "")
-		o := publisher(t, user(t, "least"), ns)
+		o := publisher(t, cp.User(t, "least"), ns)
 		if err := cas.Require(context.Background(), o.Review, Needs(ns), "x"); err != nil {
 			t.Fatalf("the printed Role does not grant Needs: %v", err)
 		}
@@ -426,11 +376,11 @@ func TestLeastPrivilege(t *testing.T) {
 				mustPublish(t, publisher(t, cp.RESTConfig(), ns), g1)
 				next = g2
 			}
-			_, err := publish(t, publisher(t, user(t, name), ns), next)
+			_, err := publish(t, publisher(t, cp.User(t, name), ns), next)
 			if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), tt.missing) || !strings.Contains(err.Error(), "nothing was written") {
 				t.Fatalf("publish: %v, want invalid listing %q", err, tt.missing)
 			}
-			noWrites(t, name, ns)
+			cp.NoWrites(t, name, ns, "secrets")
 		})
 	}
 }

@@ -18,30 +18,6 @@ import (
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
-// batchDeployment is a second worker Deployment a retire can remove while
-// the release keeps its worker role.
-const batchDeployment = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: ql3-batch
-  labels:
-    qinglong.io/role: worker
-spec:
-  replicas: 0
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: ql3-batch
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: ql3-batch
-        qinglong.io/role: worker
-    spec:
-      containers:
-      - name: batch
-        image: registry.k8s.io/pause:3.10.1@sha256:c204928bc0cb6e2054f8063f63ad2431ae024aca123d368b3268d305a0645db5
-`
-
 // relock rewrites dir's kustomization with edit and locks it again.
 func relock(t *testing.T, dir, version string, edit func(string) string) {
 	t.Helper()
@@ -64,7 +40,11 @@ func relock(t *testing.T, dir, version string, edit func(string) string) {
 func retireReleases(t *testing.T, ns string) (base, retired string) {
 	t.Helper()
 	base = releaseCopy(t, "v3.1.0", ns, "")
-	if err := os.WriteFile(filepath.Join(base, "batch.yaml"), []byte(batchDeployment), 0o644); err != nil {
+	batch, err := os.ReadFile(filepath.Join("..", "testdata", "retire", "batch.yaml")) // the ql3-batch Deployment
+	if err == nil {
+		err = os.WriteFile(filepath.Join(base, "batch.yaml"), batch, 0o644)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	relock(t, base, "3.1.0", func(k string) string {

@@ -84,15 +84,6 @@ func (r *recorder) noListNoWatch(t *testing.T) {
 	}
 }
 
-func user(t *testing.T, name string, groups ...string) *rest.Config {
-	t.Helper()
-	cfg, err := cp.UserConfig(name, groups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // publisher is Options for user cfg on namespace ns, recording requests.
 func publisher(t *testing.T, cfg *rest.Config, ns string, v intent.StageVerifier) (Options, *recorder) {
 	t.Helper()
@@ -155,14 +146,8 @@ func onCluster(t *testing.T, in intent.Intent) *corev1.ConfigMap {
 // writes lists the verbs of the writes user sent for ConfigMaps in ns.
 func writes(t *testing.T, name, ns string) []string {
 	t.Helper()
-	evs, err := cp.Writes(func(e testcluster.AuditEvent) bool {
-		return e.User.Username == name && e.ObjectRef.Namespace == ns
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, e := range evs {
+	for _, e := range cp.WritesBy(t, name, ns) {
 		if e.ObjectRef.Resource != "configmaps" || e.Verb == "patch" {
 			t.Fatalf("%s sent %s %s", name, e.Verb, e.ObjectRef.Resource)
 		}
@@ -188,7 +173,7 @@ func mustActivate(t *testing.T, o Options, in intent.Intent, want Action) *Resul
 // refused before any write; no patch, list or watch.
 func TestActivateLifecycle(t *testing.T) {
 	ns := cp.Namespace(t)
-	o, rec := publisher(t, user(t, "pub", "system:masters"), ns, &stage{})
+	o, rec := publisher(t, cp.User(t, "pub", "system:masters"), ns, &stage{})
 	ctx := context.Background()
 	g1, g2, g2b, g3 := mk(t, ns, 1, "a", ""), mk(t, ns, 2, "b", "a"), mk(t, ns, 2, "c", "a"), mk(t, ns, 3, "d", "b")
 
@@ -245,7 +230,7 @@ func TestActivateLifecycle(t *testing.T) {
 // create); inspect settles it; activate then replays.
 func TestLostCreateSettledByInspect(t *testing.T) {
 	ns := cp.Namespace(t)
-	cfg := user(t, "lost", "system:masters")
+	cfg := cp.User(t, "lost", "system:masters")
 	drop := faults.Drop(cfg, faults.Write(http.MethodPost, "/namespaces/"+ns+"/configmaps"))
 	o, rec := publisher(t, cfg, ns, &stage{})
 	g1 := mk(t, ns, 1, "a", "")
@@ -268,7 +253,7 @@ func TestLostCreateSettledByInspect(t *testing.T) {
 // other's update is refused (409) and settled as a conflict.
 func TestSameResourceVersionOneWinner(t *testing.T) {
 	ns := cp.Namespace(t)
-	admin, _ := publisher(t, user(t, "admin", "system:masters"), ns, &stage{})
+	admin, _ := publisher(t, cp.User(t, "admin", "system:masters"), ns, &stage{})
 	mustActivate(t, admin, mk(t, ns, 1, "a", ""), Created)
 	var ready sync.WaitGroup
 	ready.Add(2)
@@ -276,7 +261,7 @@ func TestSameResourceVersionOneWinner(t *testing.T) {
 	errs := make([]error, 2)
 	var done sync.WaitGroup
 	for i, name := range []string{"b", "c"} {
-		o, _ := publisher(t, user(t, "cand-"+name, "system:masters"), ns, &stage{})
+		o, _ := publisher(t, cp.User(t, "cand-"+name, "system:masters"), ns, &stage{})
 		o.beforeWrite = func() { ready.Done(); <-gate }
 		done.Add(1)
 		go func() {
@@ -305,10 +290,10 @@ func TestSameResourceVersionOneWinner(t *testing.T) {
 // never overwritten: the write carries the read's resourceVersion.
 func TestWinnerBetweenReadAndWrite(t *testing.T) {
 	ns := cp.Namespace(t)
-	admin, _ := publisher(t, user(t, "admin", "system:masters"), ns, &stage{})
+	admin, _ := publisher(t, cp.User(t, "admin", "system:masters"), ns, &stage{})
 	mustActivate(t, admin, mk(t, ns, 1, "a", ""), Created)
 	winner := mk(t, ns, 2, "w", "a")
-	o, _ := publisher(t, user(t, "stale", "system:masters"), ns, &stage{})
+	o, _ := publisher(t, cp.User(t, "stale", "system:masters"), ns, &stage{})
 	o.beforeWrite = func() { mustActivate(t, admin, winner, Updated) }
 	if _, err := Activate(context.Background(), o, mk(t, ns, 2, "s", "a")); !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "another writer won") {
 		t.Fatalf("stale writer: %v", err)
@@ -326,7 +311,7 @@ func TestWinnerBetweenReadAndWrite(t *testing.T) {
 func TestEvidenceDriftBeforeMutation(t *testing.T) {
 	ns := cp.Namespace(t)
 	s := &stage{}
-	o, _ := publisher(t, user(t, "drift", "system:masters"), ns, s)
+	o, _ := publisher(t, cp.User(t, "drift", "system:masters"), ns, s)
 	g1 := mk(t, ns, 1, "a", "")
 	s.drift.Store(true)
 	if _, err := Activate(context.Background(), o, g1); !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "contentDigest") {
@@ -347,7 +332,7 @@ func TestEvidenceDriftBeforeMutation(t *testing.T) {
 // the ConfigMap untouched.
 func TestTamperFailsClosed(t *testing.T) {
 	ns := cp.Namespace(t)
-	o, _ := publisher(t, user(t, "tamper", "system:masters"), ns, &stage{})
+	o, _ := publisher(t, cp.User(t, "tamper", "system:masters"), ns, &stage{})
 	admin := cp.Clientset().CoreV1().ConfigMaps(ns)
 	ctx := context.Background()
 	g1 := mk(t, ns, 1, "a", "")
@@ -442,7 +427,7 @@ func TestRaceOneWinnerPerGeneration(t *testing.T) {
 		outs := make([]outcome, n)
 		start := make(chan struct{})
 		for i := range n {
-			cfg := user(t, fmt.Sprintf("racer-%d-%d", gen, i), "system:masters")
+			cfg := cp.User(t, fmt.Sprintf("racer-%d-%d", gen, i), "system:masters")
 			if i%3 == 0 { // every third racer loses the answer to its write
 				faults.Drop(cfg, func(r *http.Request, _ []byte) bool {
 					return (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.Contains(r.URL.Path, "/namespaces/"+ns+"/configmaps")
@@ -505,7 +490,7 @@ func TestLeastPrivilege(t *testing.T) {
 	ns := cp.Namespace(t)
 	ctx := context.Background()
 	g1 := mk(t, ns, 1, "a", "")
-	full, _ := publisher(t, user(t, "least"), ns, &stage{})
+	full, _ := publisher(t, cp.User(t, "least"), ns, &stage{})
 	grantIn(t, ns, g1, "least", "")
 	mustActivate(t, full, g1, Created)
 	mustActivate(t, full, mk(t, ns, 2, "b", "a"), Updated)
@@ -518,10 +503,10 @@ func TestLeastPrivilege(t *testing.T) {
 			name := "no-" + tc.drop
 			g1 := mk(t, ns, 1, "a", "")
 			grantIn(t, ns, g1, name, tc.drop)
-			o, _ := publisher(t, user(t, name), ns, &stage{})
+			o, _ := publisher(t, cp.User(t, name), ns, &stage{})
 			in := g1
 			if tc.drop == "update" {
-				admin, _ := publisher(t, user(t, "admin", "system:masters"), ns, &stage{})
+				admin, _ := publisher(t, cp.User(t, "admin", "system:masters"), ns, &stage{})
 				mustActivate(t, admin, g1, Created)
 				in = mk(t, ns, 2, "b", "a")
 			}

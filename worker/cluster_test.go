@@ -180,14 +180,8 @@ func stagePublish(t *testing.T, o Options, d *delivery.Delivery, tok []byte) *Re
 // writes lists "verb resource/name" of the writes user sent in ns.
 func writes(t *testing.T, user, ns string) []string {
 	t.Helper()
-	evs, err := cp.Writes(func(e testcluster.AuditEvent) bool {
-		return e.User.Username == user && e.ObjectRef.Namespace == ns
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, e := range evs {
+	for _, e := range cp.WritesBy(t, user, ns) {
 		out = append(out, e.Verb+" "+e.ObjectRef.Resource+"/"+e.ObjectRef.Name)
 	}
 	return out

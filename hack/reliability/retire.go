@@ -17,30 +17,6 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony"
 )
 
-// batchDeployment is a second worker Deployment the retire removes while
-// the release keeps its worker role (as plugin/retire_test.go builds it).
-const batchDeployment = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: ql3-batch
-  labels:
-    qinglong.io/role: worker
-spec:
-  replicas: 0
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: ql3-batch
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: ql3-batch
-        qinglong.io/role: worker
-    spec:
-      containers:
-      - name: batch
-        image: registry.k8s.io/pause:3.10.1@sha256:c204928bc0cb6e2054f8063f63ad2431ae024aca123d368b3268d305a0645db5
-`
-
 // retiredObject is one object the retire deletes: its resource and name in
 // the run's namespace.
 type retiredObject struct{ resource, name string }
@@ -56,7 +32,12 @@ func (c *campaign) retireReleases(ns string) (base, retired string, err error) {
 	if base, err = c.release("v3.1.0", ns, ""); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(filepath.Join(base, "batch.yaml"), []byte(batchDeployment), 0o644); err != nil {
+	// testdata/retire/batch.yaml: the ql3-batch Deployment.
+	batch, err := os.ReadFile(filepath.Join(c.cfg.Root, "testdata", "retire", "batch.yaml"))
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(filepath.Join(base, "batch.yaml"), batch, 0o644); err != nil {
 		return "", "", err
 	}
 	if err := editKustomization(base, "- worker.yaml\n", "- worker.yaml\n- batch.yaml\n"); err != nil {
