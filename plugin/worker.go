@@ -51,7 +51,38 @@ privilege. The token is read from a file or stdin only and never printed.`,
 type workerTarget struct {
 	flags   *genericclioptions.ConfigFlags
 	stageNS string
+	output  string
 	streams genericiooptions.IOStreams
+}
+
+// addFlags adds --stage-namespace (default: stageDefault) and -o json|yaml.
+func (t *workerTarget) addFlags(cmd *cobra.Command, stageDefault string) {
+	f := cmd.Flags()
+	f.StringVar(&t.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets (default: "+stageDefault+")")
+	f.StringVarP(&t.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
+}
+
+// forDelivery checks -o, reads the delivery file and resolves the clients
+// for the delivery's namespace.
+func (t *workerTarget) forDelivery(file string) (*delivery.Delivery, worker.Options, error) {
+	if err := validateOutput(t.output, outputJSON, outputYAML); err != nil {
+		return nil, worker.Options{}, err
+	}
+	d, err := readDelivery(file)
+	if err != nil {
+		return nil, worker.Options{}, err
+	}
+	opts, _, err := t.options(d.Target.Namespace)
+	return d, opts, err
+}
+
+// print writes res with -o, or as text.
+func (t *workerTarget) print(res any, text func(io.Writer) error) error {
+	if t.output != "" {
+		return printObject(t.streams.Out, t.output, res)
+	}
+	return text(t.streams.Out)
 }
 
 // options resolves the clients for namespace ns (the delivery's; -n, when
@@ -159,7 +190,6 @@ func readTokenDigestKey(path string) ([]byte, error) {
 type workerStageOptions struct {
 	target       workerTarget
 	file, tokens string
-	output       string
 }
 
 func newCmdWorkerStage(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -177,10 +207,7 @@ beyond). The token is never printed, logged or put in an argument.`,
 		Example: `  kubectl ql3 worker stage --delivery d-0002.yaml --token-file - --stage-namespace qinglong-stages < token`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
-				return err
-			}
-			d, err := readDelivery(o.file)
+			d, opts, err := o.target.forDelivery(o.file)
 			if err != nil {
 				return err
 			}
@@ -189,34 +216,26 @@ beyond). The token is never printed, logged or put in an argument.`,
 				return err
 			}
 			defer clear(tok)
-			opts, _, err := o.target.options(d.Target.Namespace)
-			if err != nil {
-				return err
-			}
 			res, err := worker.Stage(cmd.Context(), opts, d, tok)
 			if err != nil {
 				return err
 			}
-			if o.output != "" {
-				return printObject(streams.Out, o.output, res)
-			}
-			_, err = fmt.Fprintf(streams.Out, "secret/%s in namespace %s: %s (delivery %s)\n", res.Name, res.Namespace, res.Action, res.DeliveryID)
-			return err
+			return o.target.print(res, func(out io.Writer) error {
+				_, err := fmt.Fprintf(out, "secret/%s in namespace %s: %s (delivery %s)\n", res.Name, res.Namespace, res.Action, res.DeliveryID)
+				return err
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.file, "delivery", "", "the delivery `FILE` (JSON or YAML)")
 	f.StringVar(&o.tokens, "token-file", "", "the `FILE` holding the token, or - for stdin")
-	f.StringVar(&o.target.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets (default: the delivery's)")
-	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
-	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	o.target.addFlags(cmd, "the delivery's")
 	return cmd
 }
 
 type workerPublishOptions struct {
 	target    workerTarget
 	file, key string
-	output    string
 }
 
 func newCmdWorkerPublish(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -238,10 +257,7 @@ back; a 409 is success only when the winner is this delivery.`,
 		Example: `  kubectl ql3 worker publish --delivery d-0002.yaml --token-digest-key-file ~/.ql3/worker-key --stage-namespace qinglong-stages`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
-				return err
-			}
-			d, err := readDelivery(o.file)
+			d, opts, err := o.target.forDelivery(o.file)
 			if err != nil {
 				return err
 			}
@@ -250,34 +266,27 @@ back; a 409 is success only when the winner is this delivery.`,
 				return err
 			}
 			defer clear(key)
-			opts, _, err := o.target.options(d.Target.Namespace)
-			if err != nil {
-				return err
-			}
 			opts.Key = key
 			res, err := worker.Publish(cmd.Context(), opts, d)
 			if err != nil {
 				return err
 			}
-			if o.output != "" {
-				return printObject(streams.Out, o.output, res)
-			}
-			settled := ""
-			if res.Settled {
-				settled = " (an answer was lost; settled by reading back)"
-			}
-			fmt.Fprintf(streams.Out, "delivery %s: credential %s, generation %d published%s\n", res.DeliveryID, res.CredentialID, res.Generation, settled)
-			fmt.Fprintf(streams.Out, "secret/%s: %s; deployment/%s: %s\n", delivery.SecretName, res.Secret, res.Deployment, res.DeploymentAction)
-			_, err = fmt.Fprintf(streams.Out, "publication digest %s\n", res.PublicationDigest)
-			return err
+			return o.target.print(res, func(out io.Writer) error {
+				settled := ""
+				if res.Settled {
+					settled = " (an answer was lost; settled by reading back)"
+				}
+				fmt.Fprintf(out, "delivery %s: credential %s, generation %d published%s\n", res.DeliveryID, res.CredentialID, res.Generation, settled)
+				fmt.Fprintf(out, "secret/%s: %s; deployment/%s: %s\n", delivery.SecretName, res.Secret, res.Deployment, res.DeploymentAction)
+				_, err := fmt.Fprintf(out, "publication digest %s\n", res.PublicationDigest)
+				return err
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.file, "delivery", "", "the delivery `FILE` (JSON or YAML)")
 	f.StringVar(&o.key, "token-digest-key-file", "", "`FILE` holding the key (at least 32 bytes) of the token digest annotation; never written anywhere")
-	f.StringVar(&o.target.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets (default: the delivery's)")
-	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
-	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	o.target.addFlags(cmd, "the delivery's")
 	return cmd
 }
 
@@ -285,7 +294,6 @@ type workerDiscardOptions struct {
 	target  workerTarget
 	id, dep string
 	abandon bool
-	output  string
 }
 
 func newCmdWorkerDiscard(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -301,7 +309,7 @@ its stage: publish it). Otherwise exit 3, nothing deleted.`,
 		Example: `  kubectl ql3 worker discard-stage -n qinglong --delivery-id d-0001 --deployment ql3-worker --stage-namespace qinglong-stages`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
+			if err := validateOutput(o.target.output, outputJSON, outputYAML); err != nil {
 				return err
 			}
 			ns, err := namespace(flags)
@@ -320,20 +328,17 @@ its stage: publish it). Otherwise exit 3, nothing deleted.`,
 			if err != nil {
 				return err
 			}
-			if o.output != "" {
-				return printObject(streams.Out, o.output, res)
-			}
-			_, err = fmt.Fprintf(streams.Out, "secret/%s in namespace %s: %s (%s)\n", res.Name, res.Namespace, res.Outcome, res.Reason)
-			return err
+			return o.target.print(res, func(out io.Writer) error {
+				_, err := fmt.Fprintf(out, "secret/%s in namespace %s: %s (%s)\n", res.Name, res.Namespace, res.Outcome, res.Reason)
+				return err
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.id, "delivery-id", "", "the delivery `ID` whose stage to delete")
 	f.StringVar(&o.dep, "deployment", "", "the Worker Deployment's `NAME`")
 	f.BoolVar(&o.abandon, "abandon", false, "discard the stage of a delivery that was never published")
-	f.StringVar(&o.target.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets (default: -n)")
-	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
-	registerOutputCompletion(cmd, outputJSON, outputYAML)
+	o.target.addFlags(cmd, "-n")
 	return cmd
 }
 
