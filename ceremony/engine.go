@@ -121,7 +121,7 @@ func (o *Options) identityStep(ctx context.Context, want string) (string, error)
 	if got != want {
 		return "", fail.Errorf(fail.Invalid, "cluster identity %s does not match the lock's target.clusterIdentity %s: wrong --context?", got, want)
 	}
-	return transcriptDigest("identity", map[string]string{"clusterIdentity": got})
+	return receipts.IdentityStepDigest(got)
 }
 
 func transcriptDigest(step string, v any) (string, error) {

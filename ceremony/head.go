@@ -127,25 +127,11 @@ func ParseExpectedHead(s string) (ExpectedHead, error) {
 	return ExpectedHead{Generation: g, DeploymentDigest: p + m[2], LockDigest: p + m[3], StateDigest: p + m[4]}, nil
 }
 
-// deploymentView is what the deployment digest covers: everything that
-// names the deployment, nothing about who is applying it or how far.
-type deploymentView struct {
-	Generation            int64                `json:"generation"`
-	Transition            receipts.Transition  `json:"transition"`
-	Current               receipts.Deployment  `json:"current"`
-	Previous              *receipts.Deployment `json:"previous"`
-	Target                receipts.Target      `json:"target"`
-	Tool                  receipts.Tool        `json:"tool"`
-	PreviousReceiptDigest string               `json:"previousReceiptDigest"`
-}
-
 // Seal computes the deployment, state and self digests.
 func (h *Head) Seal() error {
 	var err error
-	if h.DeploymentDigest, err = inventory.DigestOf(inventory.DomainDeployment, deploymentView{
-		Generation: h.Generation, Transition: h.Transition.Transition, Current: h.Current.Deployment,
-		Previous: h.Previous, Target: h.Target, Tool: h.Tool, PreviousReceiptDigest: h.PreviousReceiptDigest,
-	}); err != nil {
+	if h.DeploymentDigest, err = receipts.DeploymentDigest(h.Generation, h.Transition.Transition, h.Current.Deployment,
+		h.Previous, h.Target, h.Tool, h.PreviousReceiptDigest); err != nil {
 		return err
 	}
 	if h.StateDigest, err = digestWithout(inventory.DomainHeadState, h, "stateDigest", "selfDigest"); err != nil {

@@ -32,12 +32,11 @@ func receiptChain(t *testing.T, dir string, n int, dep receipts.Deployment, inv 
 			Transition: receipts.Transition{Kind: receipts.KindInstall, CommandDigest: d("command %d", g), PreflightDigest: d("preflight %d", g)},
 			Deployment: dep,
 			Inventory:  inv,
-			Head:       receipts.HeadRef{DeploymentDigest: d("deployment %d", g), StateDigest: d("state %d", g)},
+			Head:       receipts.HeadRef{StateDigest: d("state %d", g)},
 			Target:     receipts.Target{ClusterIdentity: d("cluster"), Namespace: "ql3-demo"},
 			Tool:       receipts.Tool{Name: "kubectl-ql3", Version: "v0.1.0-test", FieldManager: "kubectl-ql3"},
-			Steps: receipts.Steps{Identity: d("identity %d", g), DryRun: d("dry-run %d", g), Apply: d("apply %d", g),
-				Converge: d("converge %d", g), FinalIdentity: d("final %d", g)},
-			Flags: receipts.ExpectedFlags,
+			Steps:      receipts.Steps{DryRun: d("dry-run %d", g), Apply: d("apply %d", g), Converge: d("converge %d", g)},
+			Flags:      receipts.ExpectedFlags,
 		}
 		if g > 1 {
 			p := out[len(out)-1]
@@ -46,6 +45,15 @@ func receiptChain(t *testing.T, dir string, n int, dep receipts.Deployment, inv 
 			r.PreviousDeployment, r.PreviousReceiptDigest = &prev, p.SelfDigest
 			r.Deployment.Version = fmt.Sprintf("3.%d.0", g-1)
 			r.Deployment.LockDigest = d("lock %d", g)
+		}
+		// The members a Head derives from the others (docs/receipts.md §2.4).
+		id, err := receipts.IdentityStepDigest(r.Target.ClusterIdentity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Steps.Identity, r.Steps.FinalIdentity = id, id
+		if r.Head.DeploymentDigest, err = receipts.DeploymentDigest(r.Generation, r.Transition, r.Deployment, r.PreviousDeployment, r.Target, r.Tool, r.PreviousReceiptDigest); err != nil {
+			t.Fatal(err)
 		}
 		if err := r.Seal(); err != nil {
 			t.Fatal(err)

@@ -251,6 +251,9 @@ func auditFile(path string, keys TrustedKeys) (ReceiptVerdict, *Receipt) {
 	if want := FileName(r); filepath.Base(path) != want {
 		failf("file name %q does not match its content; it must be %q", filepath.Base(path), want)
 	}
+	if err := r.checkDerived(); err != nil {
+		failf("%v", err)
+	}
 	sigData, err := readLimited(path + SignatureSuffix)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // failures is every reason in rep, one string.
@@ -142,6 +143,18 @@ func TestAuditDetects(t *testing.T) {
 		{"release lock differs", func(t *testing.T, dir string) {}, AuditOptions{Release: release(td("lock-9"), rs[5].Deployment.InventoryDigest)}, "release lock digest"},
 		{"release inventory differs", func(t *testing.T, dir string) {}, AuditOptions{Release: release(rs[5].Deployment.LockDigest, td("inv"))}, "release inventory digest"},
 		{"release is an older one", func(t *testing.T, dir string) {}, AuditOptions{Release: release(rs[4].Deployment.LockDigest, rs[4].Deployment.InventoryDigest)}, "of generation 6"},
+		// Members the Head derives from the others (§2.4), forged with the
+		// self digest recomputed: only the recomputation can tell.
+		{"deployment digest not derived from the receipt", func(t *testing.T, dir string) {
+			r := *rs[5]
+			r.Head.DeploymentDigest = rs[4].Head.DeploymentDigest
+			_ = os.WriteFile(filepath.Join(dir, FileName(rs[5])), forge(t, &r), 0o644)
+		}, AuditOptions{}, "head.deploymentDigest"},
+		{"identity step of another cluster", func(t *testing.T, dir string) {
+			r := *rs[5]
+			r.Steps.FinalIdentity, _ = IdentityStepDigest(canon.ClusterIdentity("another-kube-system-uid"))
+			_ = os.WriteFile(filepath.Join(dir, FileName(rs[5])), forge(t, &r), 0o644)
+		}, AuditOptions{}, "steps.finalIdentity"},
 		{"unreadable receipt", func(t *testing.T, dir string) {
 			_ = os.WriteFile(filepath.Join(dir, "000007-upgrade-9.0.0.receipt.json"), []byte("{"), 0o644)
 		}, AuditOptions{}, "receipt is not a JSON object"},

@@ -76,10 +76,25 @@ func (b *rb) sealed(t testing.TB) *Receipt {
 	t.Helper()
 	r := b.r
 	r.Inventory = slices.Clone(b.r.Inventory)
+	if err := derive(&r); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Seal(); err != nil {
 		t.Fatalf("seal: %v", err)
 	}
 	return &r
+}
+
+// derive sets the members a Head computes from the others (§2.4), as the
+// ceremony does: head.deploymentDigest and both identity steps.
+func derive(r *Receipt) error {
+	var err error
+	if r.Head.DeploymentDigest, err = DeploymentDigest(r.Generation, r.Transition, r.Deployment, r.PreviousDeployment, r.Target, r.Tool, r.PreviousReceiptDigest); err != nil {
+		return err
+	}
+	id, err := IdentityStepDigest(r.Target.ClusterIdentity)
+	r.Steps.Identity, r.Steps.FinalIdentity = id, id
+	return err
 }
 
 func mustBytes(t testing.TB, r *Receipt) []byte {

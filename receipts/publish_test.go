@@ -126,6 +126,9 @@ func publishHelper(dir string) error {
 		}
 	}
 	r := newReceipt().inv(200).r
+	if err := derive(&r); err != nil {
+		return err
+	}
 	if err := r.Seal(); err != nil {
 		return err
 	}

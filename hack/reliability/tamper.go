@@ -83,7 +83,11 @@ func byteMutation(name string, op func(b []byte, rng *rand.Rand) []byte) mutatio
 
 // resealed edits one receipt as a typed value and seals it again: a valid
 // receipt on its own, whose only defect is its place in the chain.
-func resealed(class string, edit func(r *receipts.Receipt, rng *rand.Rand) bool, chainCovered func(r *receipts.Receipt) bool) mutation {
+//
+// A forger able to compute digests also recomputes the members the audit
+// derives from the others (head.deploymentDigest, docs/receipts.md §2.4):
+// rederive. Without it the edit is caught on every receipt.
+func resealed(class string, edit func(r *receipts.Receipt, rng *rand.Rand) bool, chainCovered func(r *receipts.Receipt) bool, rederive bool) mutation {
 	return mutation{class: class, weight: 4, apply: func(fs fileSet, rng *rand.Rand, signed bool, _ ed25519.PrivateKey) (fileSet, bool) {
 		names := fs.receiptNames()
 		idx := rng.IntN(len(names))
@@ -91,7 +95,17 @@ func resealed(class string, edit func(r *receipts.Receipt, rng *rand.Rand) bool,
 		if err != nil {
 			return nil, false
 		}
-		if !edit(r, rng) || r.Seal() != nil {
+		if !edit(r, rng) {
+			return nil, false
+		}
+		if rederive {
+			if r.Head.DeploymentDigest, err = deploymentDigest(r); err != nil {
+				return nil, false
+			}
+		} else {
+			chainCovered = always
+		}
+		if r.Seal() != nil {
 			return nil, false
 		}
 		data, err := r.Bytes()
@@ -113,6 +127,12 @@ func resealed(class string, edit func(r *receipts.Receipt, rng *rand.Rand) bool,
 }
 
 func never(*receipts.Receipt) bool { return false }
+
+func always(*receipts.Receipt) bool { return true }
+
+func deploymentDigest(r *receipts.Receipt) (string, error) {
+	return receipts.DeploymentDigest(r.Generation, r.Transition, r.Deployment, r.PreviousDeployment, r.Target, r.Tool, r.PreviousReceiptDigest)
+}
 
 // receiptMutations are the classes of the receipt corpus.
 func receiptMutations() []mutation {
@@ -332,8 +352,10 @@ func receiptMutations() []mutation {
 					r.PreviousReceiptDigest = prevDigest
 					r.PreviousDeployment = prevDep
 				}
-				if i >= from && r.Seal() != nil {
-					return nil, false
+				if i >= from {
+					if r.Head.DeploymentDigest, err = deploymentDigest(r); err != nil || r.Seal() != nil {
+						return nil, false
+					}
 				}
 				data, err := r.Bytes()
 				if err != nil {
@@ -397,7 +419,16 @@ func receiptMutations() []mutation {
 		}, never},
 	}
 	for _, e := range edits {
-		ms = append(ms, resealed("edit "+e.name+" and re-seal", e.fn, e.covered))
+		ms = append(ms, resealed("edit "+e.name+" and re-seal", e.fn, e.covered, true))
+	}
+	// The same edits by a forger who recomputes the self digest but not
+	// head.deploymentDigest: the audit's recomputation catches each one,
+	// on any receipt, signed or not.
+	for _, e := range edits {
+		if e.name == "steps.apply" || e.name == "head.stateDigest" {
+			continue // not an input of the deployment digest
+		}
+		ms = append(ms, resealed("edit "+e.name+", re-seal, deployment digest kept", e.fn, nil, false))
 	}
 	return ms
 }
