@@ -167,7 +167,10 @@ func retryDelay(attempt int, err error) time.Duration {
 }
 
 // dryRunAll is preflight step 4: a server-side dry-run of every object.
-func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool, controlNS string) (string, int, error) {
+// With keep, it also returns each object as the dry-run answered it (nil
+// for an object deferred until its namespace or CRD exists), aligned with
+// objs, for preflight --diff.
+func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool, controlNS string, keep bool) (string, int, []*unstructured.Unstructured, error) {
 	releaseNS := map[string]bool{}
 	for _, u := range objs {
 		if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
@@ -175,11 +178,23 @@ func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructur
 		}
 	}
 	releaseKinds := crdKinds(objs)
+	var after []*unstructured.Unstructured
+	var index map[*unstructured.Unstructured]int
+	if keep {
+		after = make([]*unstructured.Unstructured, len(objs))
+		index = make(map[*unstructured.Unstructured]int, len(objs))
+		for i, u := range objs {
+			index[u] = i
+		}
+	}
 	results := forEach(ctx, o.Parallelism, objs, func(ctx context.Context, u *unstructured.Unstructured) objectResult {
 		r := objectResult{ID: identityOf(u), Result: dryRunOK}
-		_, err := o.applyOne(ctx, u, fm, force, true)
+		got, err := o.applyOne(ctx, u, fm, force, true)
 		switch {
 		case err == nil:
+			if keep {
+				after[index[u]] = got // each goroutine its own element
+			}
 		case meta.IsNoMatchError(err) && releaseKinds[u.GroupVersionKind().Group+"/"+u.GetKind()]:
 			r.Result = dryRunDeferredCRD
 		case apierrors.IsNotFound(err) && releaseNS[u.GetNamespace()] && isNamespaceNotFound(err):
@@ -193,7 +208,7 @@ func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructur
 	var errs []error
 	for _, r := range results {
 		if r.Result == dryRunDeferredNS && r.ID.Namespace == controlNS {
-			return "", 0, missingControlNamespace(controlNS)
+			return "", 0, nil, missingControlNamespace(controlNS)
 		}
 		if r.err != nil {
 			o.say("dry-run: %s: %v", r.ID, r.err)
@@ -203,10 +218,10 @@ func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructur
 		}
 	}
 	if len(errs) > 0 {
-		return "", 0, classifyObjects("dry-run", len(errs), len(objs), errs)
+		return "", 0, nil, classifyObjects("dry-run", len(errs), len(objs), errs)
 	}
 	d, err := transcriptDigest("dry-run", results)
-	return d, deferred, err
+	return d, deferred, after, err
 }
 
 // crdKinds is the set of "group/Kind" the release's own CRDs define.

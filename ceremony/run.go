@@ -25,8 +25,10 @@ type PreflightRequest struct {
 	Out            string // record path; default ql3-preflight-g<N>-<kind>-<version>.json
 	// Diff, when set (preflight --diff), computes the change list of the
 	// verified release after the dry-run step and returns its digest,
-	// which the record binds as diffDigest.
-	Diff func(ctx context.Context, objs []*unstructured.Unstructured, fieldManager string, force bool) (string, error)
+	// which the record binds as diffDigest. dryRun holds each object as
+	// the preflight's dry-run answered it, aligned with objs (nil: deferred
+	// until its namespace or CRD exists), so no object is dry-run twice.
+	Diff func(ctx context.Context, objs, dryRun []*unstructured.Unstructured, fieldManager string, force bool) (string, error)
 }
 
 // PreflightResult says what preflight verified and where the record is.
@@ -94,7 +96,7 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 		}
 	}
 	fm := ld.lock.Tool.FieldManager
-	dry, deferred, err := o.dryRunAll(ctx, ld.release.Objects, fm, req.ForceConflicts, tgt.Namespace)
+	dry, deferred, dryObjs, err := o.dryRunAll(ctx, ld.release.Objects, fm, req.ForceConflicts, tgt.Namespace, req.Diff != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +113,7 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 	}
 	diffDigest := ""
 	if req.Diff != nil {
-		if diffDigest, err = req.Diff(ctx, ld.release.Objects, fm, req.ForceConflicts); err != nil {
+		if diffDigest, err = req.Diff(ctx, ld.release.Objects, dryObjs, fm, req.ForceConflicts); err != nil {
 			return nil, err
 		}
 	}

@@ -281,8 +281,8 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	}
 	var diff *views.DiffReport
 	if o.diff {
-		req.Diff = func(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool) (string, error) {
-			diff, err = views.Diff(ctx, co.Cluster, views.DiffRequest{Objects: objs, FieldManager: fm, ForceConflicts: force, Parallelism: co.Parallelism})
+		req.Diff = func(ctx context.Context, objs, dryRun []*unstructured.Unstructured, fm string, force bool) (string, error) {
+			diff, err = views.Diff(ctx, co.Cluster, views.DiffRequest{Objects: objs, DryRun: dryRun, FieldManager: fm, ForceConflicts: force, Parallelism: co.Parallelism})
 			if err != nil {
 				return "", err
 			}

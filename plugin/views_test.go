@@ -157,9 +157,28 @@ func TestCLIViews(t *testing.T) {
 		t.Errorf("diff digest %s, recomputed %s (%v)", rep.Digest, want, err)
 	}
 
-	// preflight --diff prints the same list and binds its digest.
+	// preflight --diff prints the same list and binds its digest, and
+	// dry-runs each object once, as diff does (it reuses the preflight's
+	// dry-run answers): counted in the API server's audit log.
+	dryRunsIn := func() int {
+		t.Helper()
+		evs, err := cp.Events(func(e testcluster.AuditEvent) bool {
+			return e.Stage == "ResponseComplete" && e.DryRun() && e.ObjectRef.Namespace == ns
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	token := headToken(t, nil, ns)
+	d0 := dryRunsIn()
+	mustRun(t, nil, append([]string{"diff", v311}, sec...)...)
+	d1 := dryRunsIn()
 	pf = filepath.Join(work, "upgrade.json")
-	out, stderr, code = run(t, nil, append([]string{"preflight", v311, "--transition", "upgrade", "--expected-head", headToken(t, nil, ns), "--out", pf, "--diff"}, sec...)...)
+	out, stderr, code = run(t, nil, append([]string{"preflight", v311, "--transition", "upgrade", "--expected-head", token, "--out", pf, "--diff"}, sec...)...)
+	if diffRuns, preflightRuns := d1-d0, dryRunsIn()-d1; diffRuns == 0 || preflightRuns != diffRuns {
+		t.Errorf("preflight --diff sent %d dry-run(s) in %s, diff %d: want one per object each", preflightRuns, ns, diffRuns)
+	}
 	canaries("preflight --diff", out+stderr)
 	if code != 0 || !strings.Contains(out, "+  log-level: debug") || !strings.Contains(out, rep.Digest) {
 		t.Fatalf("preflight --diff: exit %d\n%s\n%s", code, out, stderr)

@@ -101,6 +101,12 @@ type DiffRequest struct {
 	FieldManager   string                       // the lock's field manager
 	ForceConflicts bool
 	Parallelism    int // GET + dry-run pairs in flight (default 16)
+	// DryRun, when not nil, holds each object as a server-side apply
+	// dry-run with the same field manager and force already answered it,
+	// aligned with Objects (preflight --diff passes its own dry-run's);
+	// a nil element is an object that could not be dry-run yet. Only the
+	// live objects are then read.
+	DryRun []*unstructured.Unstructured
 }
 
 // Diff computes the change list: for each object a GET (404: created) and
@@ -136,7 +142,11 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = diffOne(ctx, c, req, u, releaseNS, kinds)
+			var dry *unstructured.Unstructured
+			if req.DryRun != nil {
+				dry = req.DryRun[i]
+			}
+			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
 		}()
 	}
 	wg.Wait()
@@ -167,7 +177,7 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 	return rep, err
 }
 
-func diffOne(ctx context.Context, c Differ, req DiffRequest, u *unstructured.Unstructured, releaseNS, kinds map[string]bool) (ObjectChange, error) {
+func diffOne(ctx context.Context, c Differ, req DiffRequest, u, dry *unstructured.Unstructured, releaseNS, kinds map[string]bool) (ObjectChange, error) {
 	id := inventory.Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
 	ch := ObjectChange{Object: id}
 	live, err := c.Get(ctx, id)
@@ -181,14 +191,19 @@ func diffOne(ctx context.Context, c Differ, req DiffRequest, u *unstructured.Uns
 	case err != nil:
 		return ch, err
 	}
-	after, err := c.Apply(ctx, u, req.FieldManager, req.ForceConflicts, true)
-	if err != nil {
-		notYet := meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
-		if live == nil && notYet && (releaseNS[id.Namespace] || kinds[u.GroupVersionKind().Group+"/"+id.Kind]) {
-			after = u
-			ch.Note = "rendered object: its namespace or CRD is created by this release, so it cannot be dry-run yet"
-		} else {
-			return ch, err
+	after := dry
+	if after == nil {
+		// No dry-run given, or preflight's was deferred (then this one
+		// is too, unless the namespace or CRD appeared meanwhile).
+		var err error
+		if after, err = c.Apply(ctx, u, req.FieldManager, req.ForceConflicts, true); err != nil {
+			notYet := meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
+			if live == nil && notYet && (releaseNS[id.Namespace] || kinds[u.GroupVersionKind().Group+"/"+id.Kind]) {
+				after = u
+				ch.Note = "rendered object: its namespace or CRD is created by this release, so it cannot be dry-run yet"
+			} else {
+				return ch, err
+			}
 		}
 	}
 	var liveObj map[string]any

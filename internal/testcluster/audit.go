@@ -74,9 +74,10 @@ func ParseAuditLog(data []byte) ([]AuditEvent, error) {
 	return out, sc.Err()
 }
 
-// Writes returns the completed writes that match keep; dry runs and
-// reviews (see Review) are not writes.
-func (cp *ControlPlane) Writes(keep func(AuditEvent) bool) ([]AuditEvent, error) {
+// Events returns the audit events that match keep, in the order the API
+// server logged them (every stage; see Writes and Reads for the usual
+// selections).
+func (cp *ControlPlane) Events(keep func(AuditEvent) bool) ([]AuditEvent, error) {
 	if cp.AuditLogPath == "" {
 		return nil, fmt.Errorf("control plane was started without an audit log")
 	}
@@ -90,11 +91,19 @@ func (cp *ControlPlane) Writes(keep func(AuditEvent) bool) ([]AuditEvent, error)
 	}
 	var out []AuditEvent
 	for _, e := range events {
-		if e.Stage == "ResponseComplete" && !e.Read() && !e.DryRun() && !e.Review() && keep(e) {
+		if keep(e) {
 			out = append(out, e)
 		}
 	}
 	return out, nil
+}
+
+// Writes returns the completed writes that match keep; dry runs and
+// reviews (see Review) are not writes.
+func (cp *ControlPlane) Writes(keep func(AuditEvent) bool) ([]AuditEvent, error) {
+	return cp.Events(func(e AuditEvent) bool {
+		return e.Stage == "ResponseComplete" && !e.Read() && !e.DryRun() && !e.Review() && keep(e)
+	})
 }
 
 // Read reports whether the event is a read (get, list, watch), not a write.
@@ -103,23 +112,8 @@ func (e AuditEvent) Read() bool { return e.Verb == "get" || e.Verb == "list" || 
 // Reads returns the reads (get, list, watch) that match keep, as the API
 // server recorded them (a watch is recorded when its response starts).
 func (cp *ControlPlane) Reads(keep func(AuditEvent) bool) ([]AuditEvent, error) {
-	if cp.AuditLogPath == "" {
-		return nil, fmt.Errorf("control plane was started without an audit log")
-	}
-	data, err := os.ReadFile(cp.AuditLogPath)
-	if err != nil {
-		return nil, err
-	}
-	events, err := ParseAuditLog(data)
-	if err != nil {
-		return nil, err
-	}
-	var out []AuditEvent
-	for _, e := range events {
+	return cp.Events(func(e AuditEvent) bool {
 		final := e.Stage == "ResponseComplete" || (e.Verb == "watch" && e.Stage == "ResponseStarted")
-		if e.Read() && final && keep(e) {
-			out = append(out, e)
-		}
-	}
-	return out, nil
+		return e.Read() && final && keep(e)
+	})
 }
