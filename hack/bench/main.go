@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -242,6 +243,11 @@ func bench(c config) error {
 				return fmt.Errorf("N=%d run %d: %w", n, r, err)
 			}
 			rep.Runs = append(rep.Runs, run)
+			// Saved after every run: a later failure loses nothing
+			// (`hack/bench report` re-derives the summaries and tables).
+			if err := rep.save(c.out); err != nil {
+				return err
+			}
 			q := run.QL3
 			for _, p := range []*Proc{q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply} {
 				rep.Throttled = append(rep.Throttled, p.Throttled...)
@@ -278,6 +284,14 @@ func bench(c config) error {
 	}
 	fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(start).Round(time.Second), c.out)
 	return nil
+}
+
+func (rep *Report) save(path string) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 // QL3 is one ceremony: install then upgrade, each preflight + apply.
@@ -570,21 +584,31 @@ func (run *Run) computeRatios() {
 	// Against the peers that wait: kubectl + rollout status, and the
 	// fastest of the waiting peers measured in this run.
 	if run.KubectlWaitCreate != nil { // bench.json files before issue #18 have no waiting peers
-		run.Ratios["installVsKubectlWait"] = round3(install / run.KubectlWaitCreate.Wall)
-		run.Ratios["upgradeVsKubectlWait"] = round3(upgrade / run.KubectlWaitUpdate.Wall)
-		fastC, fastU := run.KubectlWaitCreate.Wall, run.KubectlWaitUpdate.Wall
-		if run.HelmWaitCreate != nil {
-			run.Ratios["installVsHelmWait"] = round3(install / run.HelmWaitCreate.Wall)
-			run.Ratios["upgradeVsHelmWait"] = round3(upgrade / run.HelmWaitUpdate.Wall)
-			fastC, fastU = min(fastC, run.HelmWaitCreate.Wall), min(fastU, run.HelmWaitUpdate.Wall)
+		// A peer that did not finish (Failed) took at least its Wall: its
+		// ratio is an upper bound, and it is not the fastest waiting peer.
+		fastC, fastU := math.Inf(1), math.Inf(1)
+		for _, w := range []struct {
+			key            string
+			create, update *Proc
+		}{{"KubectlWait", run.KubectlWaitCreate, run.KubectlWaitUpdate}, {"HelmWait", run.HelmWaitCreate, run.HelmWaitUpdate}, {"KappWait", run.KappWaitCreate, run.KappWaitUpdate}} {
+			if w.create == nil || w.update == nil {
+				continue
+			}
+			run.Ratios["installVs"+w.key] = round3(install / w.create.Wall)
+			run.Ratios["upgradeVs"+w.key] = round3(upgrade / w.update.Wall)
+			if w.create.Failed == "" {
+				fastC = min(fastC, w.create.Wall)
+			}
+			if w.update.Failed == "" {
+				fastU = min(fastU, w.update.Wall)
+			}
 		}
-		if run.KappWaitCreate != nil {
-			run.Ratios["installVsKappWait"] = round3(install / run.KappWaitCreate.Wall)
-			run.Ratios["upgradeVsKappWait"] = round3(upgrade / run.KappWaitUpdate.Wall)
-			fastC, fastU = min(fastC, run.KappWaitCreate.Wall), min(fastU, run.KappWaitUpdate.Wall)
+		if !math.IsInf(fastC, 1) {
+			run.Ratios["installVsFastestWaiting"] = round3(install / fastC)
 		}
-		run.Ratios["installVsFastestWaiting"] = round3(install / fastC)
-		run.Ratios["upgradeVsFastestWaiting"] = round3(upgrade / fastU)
+		if !math.IsInf(fastU, 1) {
+			run.Ratios["upgradeVsFastestWaiting"] = round3(upgrade / fastU)
+		}
 		run.Ratios["rssVsKubectlWait"] = round3(maxRSS(q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply) /
 			maxRSS(run.KubectlWaitCreate, run.KubectlWaitUpdate))
 	}

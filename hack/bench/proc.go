@@ -23,6 +23,9 @@ type Proc struct {
 	Throttled []string           `json:"throttled,omitempty"`
 	// Stderr holds the first stderr lines, "+seconds text".
 	Stderr []string `json:"stderr,omitempty"`
+	// Failed is set for a peer that did not finish its job (exited non-zero,
+	// e.g. its own wait timed out): Wall is then a lower bound of its time.
+	Failed string `json:"failed,omitempty"`
 
 	lines  []stampedLine
 	stdout []byte

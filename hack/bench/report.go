@@ -25,7 +25,10 @@ type Summary struct {
 	Ratios     map[string]float64 `json:"ratios"`
 	PeakRSSMiB map[string]float64 `json:"peakRssMiB"`
 	RawWorkers map[string]float64 `json:"rawSecondsByWorkers"`
-	Goals      []Goal             `json:"goals"`
+	// Unfinished counts, per waiting peer's Seconds key, the runs in
+	// which it did not finish its job (its time is then a lower bound).
+	Unfinished map[string]int `json:"unfinished,omitempty"`
+	Goals      []Goal         `json:"goals"`
 }
 
 // Goal is one target of issue #8.
@@ -87,6 +90,15 @@ func summarize(n int, all []*Run) Summary {
 		s.Seconds["kappWaitCreate"] = med(func(r *Run) float64 { return r.KappWaitCreate.Wall })
 		s.Seconds["kappWaitUpdate"] = med(func(r *Run) float64 { return r.KappWaitUpdate.Wall })
 		s.PeakRSSMiB["kappWait"] = med(func(r *Run) float64 { return maxRSS(r.KappWaitCreate, r.KappWaitUpdate) })
+	}
+	s.Unfinished = map[string]int{}
+	for _, r := range runs {
+		for key, p := range map[string]*Proc{"kubectlWaitCreate": r.KubectlWaitCreate, "kubectlWaitUpdate": r.KubectlWaitUpdate,
+			"helmWaitInstall": r.HelmWaitCreate, "helmWaitUpgrade": r.HelmWaitUpdate, "kappWaitCreate": r.KappWaitCreate, "kappWaitUpdate": r.KappWaitUpdate} {
+			if p != nil && p.Failed != "" {
+				s.Unfinished[key]++
+			}
+		}
 	}
 	if runs[0].QL3Before != nil {
 		s.Seconds["beforeInstall"] = med(func(r *Run) float64 { return r.QL3Before.InstallPreflight.Wall + r.QL3Before.InstallApply.Wall })
@@ -374,9 +386,9 @@ func markdown(rep *Report) string {
 			{"install", "install", "kubectlWaitCreate", "helmWaitInstall", "kappWaitCreate", "install"},
 			{"upgrade", "upgrade", "kubectlWaitUpdate", "helmWaitUpgrade", "kappWaitUpdate", "upgrade"},
 		} {
-			k, kr := waitingCell(s.Seconds[t.kw], s.Ratios[t.key+"VsKubectlWait"])
-			h, hr := waitingCell(s.Seconds[t.hw], s.Ratios[t.key+"VsHelmWait"])
-			ka, kar := waitingCell(s.Seconds[t.kaw], s.Ratios[t.key+"VsKappWait"])
+			k, kr := waitingCell(s.Seconds[t.kw], s.Ratios[t.key+"VsKubectlWait"], s.Unfinished[t.kw], s.Runs)
+			h, hr := waitingCell(s.Seconds[t.hw], s.Ratios[t.key+"VsHelmWait"], s.Unfinished[t.hw], s.Runs)
+			ka, kar := waitingCell(s.Seconds[t.kaw], s.Ratios[t.key+"VsKappWait"], s.Unfinished[t.kaw], s.Runs)
 			fmt.Fprintf(&b, "| %s | %s | %.2f s | %s | %s | %s | %s | %s | %s | %.2f× |\n", thousands(s.N), t.name, s.Seconds[t.ql3],
 				k, kr, h, hr, ka, kar, s.Ratios[t.key+"VsFastestWaiting"])
 		}
