@@ -98,12 +98,13 @@ func resealed(class string, edit func(r *receipts.Receipt, rng *rand.Rand) bool,
 		if !edit(r, rng) {
 			return nil, false
 		}
+		covered := chainCovered
 		if rederive {
 			if r.Head.DeploymentDigest, err = deploymentDigest(r); err != nil {
 				return nil, false
 			}
 		} else {
-			chainCovered = always
+			covered = always
 		}
 		if r.Seal() != nil {
 			return nil, false
@@ -122,7 +123,7 @@ func resealed(class string, edit func(r *receipts.Receipt, rng *rand.Rand) bool,
 		newest := idx == len(names)-1
 		// Unsigned, the newest receipt has no successor to link to it and
 		// no signature: an edit the chain does not cover is undetectable.
-		return out, newest && !signed && !chainCovered(r)
+		return out, newest && !signed && !covered(r)
 	}}
 }
 
