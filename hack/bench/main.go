@@ -385,7 +385,7 @@ func (b *bencher) run(n, r int) (*Run, error) {
 				return fmt.Errorf("apply -o json: no expectedHead: %v: %s", err, res.InstallApply.stdout)
 			}
 			token = out.ExpectedHead
-			_, err := b.settle(ns)
+			err := b.settle(ns)
 			return err
 		}
 		update = func() error {
@@ -426,7 +426,7 @@ func (b *bencher) run(n, r int) (*Run, error) {
 			if run.KubectlCreate, err = run1(b.env, b.c.kubectl, "apply", "--server-side", "-f", k1); err != nil {
 				return err
 			}
-			_, err = b.settle(nsK)
+			err = b.settle(nsK)
 			return err
 		},
 		func() (err error) {
@@ -448,7 +448,7 @@ func (b *bencher) run(n, r int) (*Run, error) {
 				if run.HelmCreate, err = run1(helmEnv, b.c.helm, "install", "bench", charts[0], "-n", nsH); err != nil {
 					return err
 				}
-				_, err = b.settle(nsH)
+				err = b.settle(nsH)
 				return err
 			},
 			func() (err error) {
@@ -472,7 +472,7 @@ func (b *bencher) run(n, r int) (*Run, error) {
 				if run.KappCreate, err = run1(b.env, b.c.kapp, kapp(f1)...); err != nil {
 					return err
 				}
-				_, err = b.settle(nsKapp)
+				err = b.settle(nsKapp)
 				return err
 			},
 			func() (err error) {
@@ -511,7 +511,7 @@ func (b *bencher) run(n, r int) (*Run, error) {
 			run.RawPasses[key+"-dryRun"], run.RawPasses[key+"-apply"] = round3(res.DryRun), round3(res.Apply)
 			if kind == "create" {
 				run.RawCreate[w] = p
-				if _, err := b.settle(nsR(w)); err != nil {
+				if err := b.settle(nsR(w)); err != nil {
 					return err
 				}
 			} else {
@@ -683,13 +683,13 @@ func (b *bencher) createNamespace(ns string) error {
 // settle waits (untimed) until kube-controller-manager has observed every
 // Deployment in ns, so that its leftover work does not run into the next
 // measurement.
-func (b *bencher) settle(ns string) (float64, error) {
+func (b *bencher) settle(ns string) error {
 	start := time.Now()
 	deadline := start.Add(5 * time.Minute)
 	for {
 		list, err := b.cs.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
-			return 0, err
+			return err
 		}
 		pending := 0
 		for i := range list.Items {
@@ -699,7 +699,7 @@ func (b *bencher) settle(ns string) (float64, error) {
 			list.Items[i].APIVersion, list.Items[i].Kind = "apps/v1", "Deployment"
 			u, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(&list.Items[i])
 			if err != nil {
-				return 0, err
+				return err
 			}
 			res, err := status.Compute(&unstructured.Unstructured{Object: u})
 			if err != nil || res.Status != status.CurrentStatus {
@@ -707,11 +707,10 @@ func (b *bencher) settle(ns string) (float64, error) {
 			}
 		}
 		if pending == 0 {
-			current := round3(time.Since(start).Seconds())
-			return current, b.quiesce(ns, len(list.Items))
+			return b.quiesce(ns, len(list.Items))
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("settle %s: %d Deployment(s) not observed after 5m", ns, pending)
+			return fmt.Errorf("settle %s: %d Deployment(s) not observed after 5m", ns, pending)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

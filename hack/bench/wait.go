@@ -62,7 +62,7 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 			if run.KubectlWaitCreate, err = kubectlWait(kDirs[0]); err != nil {
 				return err
 			}
-			_, err = b.settle(nsKubectl)
+			err = b.settle(nsKubectl)
 			return err
 		},
 		func() (err error) {
@@ -88,7 +88,7 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 				if run.HelmWaitCreate, err = peerRun(env, b.c.helm, helm(charts[0])...); err != nil {
 					return err
 				}
-				_, err = b.settle(nsHelm)
+				err = b.settle(nsHelm)
 				return err
 			},
 			func() (err error) {
@@ -111,7 +111,7 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 				if run.KappWaitCreate, err = peerRun(b.env, b.c.kapp, kapp(files[0])...); err != nil {
 					return err
 				}
-				_, err = b.settle(nsKapp)
+				err = b.settle(nsKapp)
 				return err
 			},
 			func() (err error) {
