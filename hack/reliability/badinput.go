@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -104,7 +105,11 @@ func editFile(dir, name string, f func(string) string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(p, []byte(f(string(data))), 0o644)
+	edited := f(string(data))
+	if edited == string(data) {
+		return fmt.Errorf("the edit of %s changed nothing: the case would run on the genuine input", name)
+	}
+	return os.WriteFile(p, []byte(edited), 0o644)
 }
 
 // upgradeOf runs preflight of an edited copy of v3.1.0.
@@ -129,6 +134,23 @@ func releaseEdit(file string, f func(string) string) func(b *badEnv) ([]string, 
 	return upgradeOf(func(dir string) error { return editFile(dir, file, f) })
 }
 
+// flipFirstHex changes the first hex digit after each match of the prefix re
+// to another digit, so the digest always differs (replacing it
+// by a fixed digit is a no-op when the digest already starts with it).
+func flipFirstHex(re string) func(string) string {
+	r := regexp.MustCompile(re + `([0-9a-f])`)
+	return func(s string) string {
+		return r.ReplaceAllStringFunc(s, func(m string) string {
+			last := m[len(m)-1]
+			flipped := byte('f')
+			if last == 'f' {
+				flipped = '0'
+			}
+			return m[:len(m)-1] + string(flipped)
+		})
+	}
+}
+
 func replaceRE(re, with string) func(string) string {
 	r := regexp.MustCompile(re)
 	return func(s string) string { return r.ReplaceAllString(s, with) }
@@ -138,7 +160,14 @@ func replaceRE(re, with string) func(string) string {
 func record(f func(rec *ceremony.PreflightRecord) []byte) func(b *badEnv) ([]string, error) {
 	return func(b *badEnv) ([]string, error) {
 		rec := *b.pfRec
+		genuine, err := b.pfRec.Bytes()
+		if err != nil {
+			return nil, err
+		}
 		data := f(&rec)
+		if bytes.Equal(data, append(genuine, '\n')) {
+			return nil, fmt.Errorf("the edit changed nothing: the case would apply the genuine record")
+		}
 		p := b.tmp("pf.json")
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			return nil, err
@@ -186,8 +215,8 @@ func badCorpus() []badCase {
 		{"lock", "lock has an unknown field", 2, lockEdit(func(s string) string { return s + "approvedBy: me\n" })},
 		{"lock", "lock schema wrong", 2, lockEdit(replaceRE(`schema: kubectl-ql3/lock@v1`, "schema: kubectl-ql3/lock@v2"))},
 		{"lock", "lock version not SemVer", 2, lockEdit(replaceRE(`version: 3\.1\.0`, "version: v3.1"))},
-		{"lock", "lock render digest altered", 2, lockEdit(replaceRE(`(render:\n  digest: sha256:)[0-9a-f]`, "${1}f"))},
-		{"lock", "lock source digest altered", 2, lockEdit(replaceRE(`(source:\n  digest: sha256:)[0-9a-f]`, "${1}f"))},
+		{"lock", "lock render digest altered", 2, lockEdit(flipFirstHex(`render:\n  digest: sha256:`))},
+		{"lock", "lock source digest altered", 2, lockEdit(flipFirstHex(`source:\n  digest: sha256:`))},
 		{"lock", "lock inventory count altered", 2, lockEdit(replaceRE(`count: \d+`, "count: 3"))},
 		{"lock", "lock image removed", 2, lockEdit(replaceRE(`(?m)^images:\n  - [^\n]*\n`, "images:\n"))},
 		{"lock", "lock bound to another cluster", 2, lockEdit(replaceRE(`clusterIdentity: sha256:[0-9a-f]+`, "clusterIdentity: "+otherDigest))},
