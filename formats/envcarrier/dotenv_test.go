@@ -52,6 +52,10 @@ func TestFromDotenv(t *testing.T) {
 		{name: "control character unquoted", in: "SECRET_A=secret\x01\n", rule: RuleDotenv, where: "line 1"},
 		{name: "control character single-quoted", in: "SECRET_A='secret\x01'\n", rule: RuleDotenv, where: "line 1"},
 		{name: "control character double-quoted", in: "SECRET_A=\"secret\x1b\"\n", rule: RuleDotenv, where: "line 1"},
+		// docs/env-bundle.md: a control character is a byte below 0x20; DEL
+		// (0x7F) and U+0080-U+009F are ordinary characters of a value.
+		{name: "DEL is not a control character", in: "SECRET_A=a\x7fb\nSECRET_B=\"c\x7f\"\n", want: []Entry{{"SECRET_A", "a\x7fb"}, {"SECRET_B", "c\x7f"}}, lines: []int{1, 2}},
+		{name: "C1 is not a control character", in: "SECRET_A=a\u0085b\n", want: []Entry{{"SECRET_A", "a\u0085b"}}, lines: []int{1}},
 		{name: "unterminated single quote", in: "SECRET_A='secret\nmore'\n", rule: RuleDotenv, where: "line 1"},
 		{name: "unterminated double quote", in: "SECRET_A=\"secret\nmore\"\n", rule: RuleDotenv, where: "line 1"},
 		{name: "trailing backslash in quotes", in: "SECRET_A=\"secret\\\n", rule: RuleDotenv, where: "line 1"},
@@ -89,6 +93,10 @@ func TestPackDotenv(t *testing.T) {
 		{"name starting with a digit", "SECRET_A=1\n\n1SECRET=2\n", RuleName, "line 3 (entry 1)"},
 		{"reserved prefix", "# c\nQL3_SECRET=1\n", RuleReservedPrefix, "line 2 (entry 0)"},
 		{"duplicate", "SECRET_A=1\nSECRET_B=2\nexport SECRET_A=3\n", RuleDuplicateName, "line 3 (entry 2)"},
+		// duplicate-name is checked after every entry's own rules
+		// (docs/env-bundle.md, pack step 3): a bad name on a later line
+		// is reported before an earlier duplicate.
+		{"duplicate before a bad name", "SECRET_A=1\nSECRET_A=2\n1SECRET=3\n", RuleName, "line 3 (entry 2)"},
 		{"value too long", "SECRET_A=" + strings.Repeat("s", 16385) + "\n", RuleValueSize, "line 1 (entry 0)"},
 		{"257 entries", strings.Repeat("SECRET_A=1\n", 1) + dotenvSeq(256), RuleEntryCount, ""},
 	}
