@@ -35,8 +35,8 @@ func retireExample(t *testing.T, prev *Receipt) *Receipt {
 	}
 	r := &Receipt{
 		Schema: Schema, Generation: 3,
-		Transition: Transition{Kind: KindRetire, CommandDigest: exampleDigest("commandDigest"), PreflightDigest: exampleDigest("preflightDigest")},
-		Deployment: Deployment{Version: "3.2.0", LockDigest: exampleDigest("lockDigest"), InventoryDigest: invDigest, InventoryCount: len(kept)},
+		Transition: Transition{Kind: KindRetire, CommandDigest: exampleDigest("transition.commandDigest"), PreflightDigest: exampleDigest("transition.preflightDigest")},
+		Deployment: Deployment{Version: "3.2.0", LockDigest: exampleDigest("deployment.lockDigest"), InventoryDigest: invDigest, InventoryCount: len(kept)},
 		Inventory:  kept, PreviousDeployment: &prev.Deployment, PreviousReceiptDigest: prev.SelfDigest,
 		Target: prev.Target, Tool: prev.Tool,
 		Steps: Steps{Identity: prev.Steps.Identity, DryRun: exampleDigest("steps.dryRun"), Apply: exampleDigest("steps.apply"),
