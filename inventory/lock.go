@@ -493,9 +493,21 @@ func CheckToolConstraint(l *Lock, version string) error {
 		return fail.Errorf(fail.Invalid, "lock tool.constraint %q: %w", l.Tool.Constraint, err)
 	}
 	if ok, errs := c.Validate(v); !ok {
-		return fail.Errorf(fail.Invalid, "%s %s does not satisfy the lock's tool.constraint %q: %w", ToolName, version, l.Tool.Constraint, errors.Join(errs...))
+		return fail.Errorf(fail.Invalid, "%s %s does not satisfy the lock's tool.constraint %q: %w%s", ToolName, version, l.Tool.Constraint, errors.Join(errs...), sourceBuildHint(v))
 	}
 	return nil
+}
+
+// sourceBuildHint explains a v0.0.0 version: a build from source that no
+// release stamped (plugin's default v0.0.0-dev, or the pseudo-version the Go
+// toolchain writes for a work tree). Such a build is never taken for a
+// release; it is stamped explicitly (README, Install).
+func sourceBuildHint(v *semver.Version) string {
+	if v.Major() != 0 || v.Minor() != 0 || v.Patch() != 0 {
+		return ""
+	}
+	return "; this is an unstamped build from source: build it with `make build` (stamps VERSION), or stamp the release it is with " +
+		"go build -ldflags '-X github.com/qinglong/kubectl-ql3/plugin.version=vX.Y.Z' ./cmd/kubectl-ql3"
 }
 
 // NewLock binds release r as version for the cluster whose identity is

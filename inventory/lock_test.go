@@ -294,4 +294,12 @@ func TestToolConstraint(t *testing.T) {
 		}
 	}
 	wantInvalid(t, CheckToolConstraint(l, "latest"), `plugin version "latest" is not SemVer`)
+	// An unstamped source build is told how to stamp itself; a release
+	// that is merely too old is not.
+	for _, v := range []string{"v0.0.0-dev", "v0.0.0-20261201152555-940eba1f0c3a+dirty"} {
+		wantInvalid(t, CheckToolConstraint(l, v), "unstamped build from source: build it with `make build`")
+	}
+	if err := CheckToolConstraint(l, "v0.0.9"); err == nil || strings.Contains(err.Error(), "unstamped") {
+		t.Errorf("CheckToolConstraint(v0.0.9) = %v; want a refusal without the source-build hint", err)
+	}
 }
