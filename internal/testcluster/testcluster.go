@@ -615,9 +615,7 @@ func (cp *ControlPlane) Stop(keepLogs bool) {
 // package, runs the tests, and stops it. A control plane that cannot start
 // fails the package with the reason; it never skips.
 func Main(m *testing.M, opts Options, into **ControlPlane) {
-	if isFuzzWorker() || hasFlag("-test.list") {
-		// A fuzzing worker runs only the fuzz target, and -list runs
-		// nothing: no cluster needed.
+	if !needsCluster(os.Args[1:]) {
 		os.Exit(m.Run())
 	}
 	cp, err := Start(opts)
@@ -631,13 +629,19 @@ func Main(m *testing.M, opts Options, into **ControlPlane) {
 	os.Exit(code)
 }
 
-// isFuzzWorker reports whether this test binary is a `go test -fuzz` worker.
-func isFuzzWorker() bool { return hasFlag("-test.fuzzworker") }
+// needsCluster reports whether a test binary run with args starts the
+// control plane. Fuzzing (`go test -fuzz`, both the coordinator and its
+// workers) runs only a fuzz target, and a Fuzz target never needs a cluster,
+// so `make fuzz` works on a clone with no control plane built; -list runs
+// nothing.
+func needsCluster(args []string) bool {
+	return !hasFlag(args, "-test.fuzz") && !hasFlag(args, "-test.fuzzworker") && !hasFlag(args, "-test.list")
+}
 
-// hasFlag reports whether the test binary was given the flag name (as
-// `name`, `name=value`, or `name value`).
-func hasFlag(name string) bool {
-	for _, a := range os.Args[1:] {
+// hasFlag reports whether args hold the flag name (as `name`,
+// `name=value`, or `name value`; `--name` too).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
 		a = strings.Replace(a, "--", "-", 1)
 		if a == name || strings.HasPrefix(a, name+"=") {
 			return true

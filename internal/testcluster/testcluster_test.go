@@ -147,3 +147,25 @@ func TestAuditLogRecordsReads(t *testing.T) {
 		t.Fatalf("reads recorded: %q, want the get and the list", got)
 	}
 }
+
+// TestNeedsCluster: `go test -fuzz` (coordinator and worker) and -list start
+// no control plane, so `make fuzz` runs on a fresh clone; every other run
+// does. The arguments are those `go test` passes to the test binary.
+func TestNeedsCluster(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"-test.paniconexit0", "-test.timeout=10m0s", "-test.count=1"}, true},
+		{[]string{"-test.run=^TestX$", "-test.v=true"}, true},
+		{[]string{"-test.fuzzcachedir=/tmp/c", "-test.run=^$"}, true},
+		{[]string{"-test.paniconexit0", "-test.fuzzcachedir=/tmp/c", "-test.fuzz=^FuzzParse$", "-test.fuzztime=30s", "-test.run=^$"}, false},
+		{[]string{"-test.fuzzworker", "-test.fuzz=^FuzzParse$"}, false},
+		{[]string{"-test.list", "^Fuzz"}, false},
+		{[]string{"--test.fuzz", "FuzzParse"}, false},
+	} {
+		if got := needsCluster(tt.args); got != tt.want {
+			t.Errorf("needsCluster(%q) = %t, want %t", tt.args, got, tt.want)
+		}
+	}
+}
