@@ -142,6 +142,46 @@ func TestEnvBundlePublishCLI(t *testing.T) {
 	}
 }
 
+// TestEnvBundleReplacedByValidBundle pins what README and
+// docs/env-bundle.md say is NOT detected as tamper: another client replaces
+// the published Secret's bytes with another valid bundle. inspect reports it
+// present at its new version (exit 0); publish never overwrites it unseen:
+// without --expected-version, or with the version it published, it is a
+// conflict (exit 3) and nothing is written.
+func TestEnvBundleReplacedByValidBundle(t *testing.T) {
+	ns := cp.Namespace(t)
+	dir := t.TempDir()
+	a := ebWrite(t, dir, "a.json", ebBundle(t, envcarrier.Entry{Name: "A", Value: "1"}))
+	other := ebBundle(t, envcarrier.Entry{Name: "B", Value: "2"})
+	v1 := strings.TrimSpace(mustRun(t, nil, "env-bundle", "publish", a, "-n", ns, "--name", "task-env", "-o", "jsonpath={.resourceVersion}"))
+
+	ctx := context.Background()
+	secrets := cp.Clientset().CoreV1().Secrets(ns)
+	sec, err := secrets.Get(ctx, "task-env", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data = map[string][]byte{envbundle.Key: []byte(other)}
+	sec, err = secrets.Update(ctx, sec, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := sec.ResourceVersion
+
+	if got := mustRun(t, nil, "env-bundle", "inspect", "-n", ns, "--name", "task-env", "-o", "jsonpath={.present} {.resourceVersion}"); got != "true "+v2 {
+		t.Fatalf("inspect after a valid replacement: %q, want %q (exit 0)", got, "true "+v2)
+	}
+	for _, extra := range [][]string{nil, {"--expected-version", v1}} {
+		args := append([]string{"env-bundle", "publish", a, "-n", ns, "--name", "task-env"}, extra...)
+		if _, stderr, code := run(t, nil, args...); code != 3 {
+			t.Fatalf("publish %v over a replaced bundle: exit %d, want 3: %s", extra, code, stderr)
+		}
+	}
+	if got, err := secrets.Get(ctx, "task-env", metav1.GetOptions{}); err != nil || got.ResourceVersion != v2 || string(got.Data[envbundle.Key]) != other {
+		t.Fatalf("the replaced Secret was written: %v", err)
+	}
+}
+
 // The canary through the cluster commands: publish and inspect on every
 // outcome and failure path, with a canary name and value in the bundle
 // (and in foreign and tampered Secrets), never show either on stdout,
