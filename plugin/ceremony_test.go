@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
@@ -266,7 +267,12 @@ func TestKillDuringApplyThenResume(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(1500 * time.Millisecond) // a few objects in
+	// Kill once the cluster holds an object of the release: the applies
+	// have begun (an event observed on the server, not a guessed delay).
+	if n := waitReleaseObjects(t, ns, deadline); n == 0 {
+		cmd.Process.Kill()
+		t.Fatalf("no object of the release appeared:\n%s", stderr.String())
+	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -433,4 +439,38 @@ func TestSignedReceipts(t *testing.T) {
 	if out, _, code := run(t, nil, "receipt", "audit", rdir, "--trusted-key", otherPub); code != 5 {
 		t.Fatalf("audit with an untrusted key: exit %d\n%s", code, out)
 	}
+}
+
+// waitReleaseObjects polls ns until the release has written an object there
+// (a ConfigMap other than the Head and kube-root-ca.crt, a ServiceAccount
+// other than default, or a Deployment) and returns how many it saw, or 0
+// at the deadline.
+func waitReleaseObjects(t *testing.T, ns string, deadline time.Time) int {
+	t.Helper()
+	cs := cp.Clientset()
+	n := 0
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		n = 0
+		if l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, cm := range l.Items {
+				if cm.Name != ceremony.HeadName && cm.Name != "kube-root-ca.crt" {
+					n++
+				}
+			}
+		}
+		if l, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, sa := range l.Items {
+				if sa.Name != "default" {
+					n++
+				}
+			}
+		}
+		if l, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err == nil {
+			n += len(l.Items)
+		}
+		return n > 0, nil
+	})
+	return n
 }
