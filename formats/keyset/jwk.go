@@ -145,8 +145,3 @@ func (j JWK) Validate(field string) error {
 	}
 	return nil
 }
-
-// material identifies the key itself, independently of kid, alg and use.
-func (j JWK) material() string {
-	return j.Kty + "\x00" + j.Crv + "\x00" + j.X + "\x00" + j.Y + "\x00" + j.N + "\x00" + j.E
-}

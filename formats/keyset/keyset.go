@@ -104,7 +104,7 @@ func (k *Keyset) Validate() error {
 			return invalidf("%s: duplicate key ID %q (also keys[%d])", field, j.Kid, p)
 		}
 		kids[j.Kid] = i
-		m := j.material()
+		m := j.Thumbprint()
 		if p, dup := material[m]; dup {
 			return invalidf("%s: the same public key as keys[%d] under another key ID", field, p)
 		}

@@ -14,8 +14,12 @@ import (
 
 // Limits and identity of the keyset ledger (docs/keyset.md, "The ledger").
 const (
-	// LedgerSchema is the ledger document's schema member.
-	LedgerSchema = "qinglong/keyset-ledger@v1"
+	// LedgerSchema is the schema member of a ledger this version writes.
+	LedgerSchema = "qinglong/keyset-ledger@v2"
+	// LedgerSchemaV1 is the schema of a ledger written before thumbprints
+	// were recorded: still read, carried forward (CarryForward) by the
+	// next write, never written.
+	LedgerSchemaV1 = "qinglong/keyset-ledger@v1"
 	// MaxLedgerGenerations is the most generations one ledger records.
 	MaxLedgerGenerations = 4096
 	// MaxLedgerBytes bounds a ledger document (a Secret holds at most 1 MiB).
@@ -24,12 +28,16 @@ const (
 
 // Ledger is the durable memory of every published generation: the highest
 // generation in full (its keys, so that an implicit key removal is seen,
-// and its revokedKids, the revoked set) and the digest of every generation
-// ever published, in increasing generation order, the last being Current's.
+// and its revokedKids, the revoked set), the digest of every generation
+// ever published, in increasing generation order, the last being Current's,
+// and (schema v2) the RFC 7638 thumbprint of every active key and of every
+// revoked key the ledger saw, so a revoked key is refused under any key ID.
 type Ledger struct {
 	Schema      string        `json:"schema"`
 	Current     *Keyset       `json:"current"`
 	Generations []LedgerEntry `json:"generations"`
+	// Keys is nil in a v1 ledger (see CarryForward).
+	Keys []LedgerKey `json:"keys,omitempty"`
 }
 
 // LedgerEntry records one published generation by its digest.
@@ -50,7 +58,7 @@ func NewLedger(prior, first *Keyset) (*Ledger, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Current, l.Generations = prior, []LedgerEntry{{prior.Generation, d}}
+		l.Current, l.Generations, l.Keys = prior, []LedgerEntry{{prior.Generation, d}}, ledgerKeys(nil, prior)
 		next, _, err := l.Admit(first)
 		return next, err
 	}
@@ -58,7 +66,7 @@ func NewLedger(prior, first *Keyset) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.Current, l.Generations = first, []LedgerEntry{{first.Generation, d}}
+	l.Current, l.Generations, l.Keys = first, []LedgerEntry{{first.Generation, d}}, ledgerKeys(nil, first)
 	return l, l.Validate()
 }
 
@@ -88,13 +96,18 @@ func (l *Ledger) Lookup(gen int64) (string, bool) {
 // higher generation must be a valid successor (CheckSuccessor) of the
 // ledger's current generation — so no key leaves without being revoked
 // and no revocation is un-appended, even when the ledger is the only
-// memory left. The highest generation itself is admitted unchanged
-// (recorded true: a rerun); a higher one returns the ledger with it
-// appended (l is not modified). Violations are fail.Conflict; a full
-// ledger is fail.Invalid.
+// memory left — and no key whose thumbprint the ledger records as revoked
+// is active in next, under any key ID (also on a rerun). A v1 ledger is
+// carried forward first (CarryForward). The highest generation itself is
+// admitted with the ledger unchanged but for that (recorded true: a
+// rerun); a higher one returns the ledger with it appended (l is not
+// modified). Violations are fail.Conflict; a full ledger is fail.Invalid.
 func (l *Ledger) Admit(next *Keyset) (*Ledger, bool, error) {
 	nd, err := next.Digest()
 	if err != nil {
+		return nil, false, err
+	}
+	if l, err = l.CarryForward(); err != nil {
 		return nil, false, err
 	}
 	high := l.Highest()
@@ -109,15 +122,21 @@ func (l *Ledger) Admit(next *Keyset) (*Ledger, bool, error) {
 		if nd != high.Digest {
 			return nil, false, conflictf("generation %d is already published with digest %s, this one has %s: a published generation never changes; publish the change as generation %d", next.Generation, high.Digest, nd, high.Generation+1)
 		}
+		if err := l.checkRevived(next); err != nil {
+			return nil, false, fmt.Errorf("against the ledger: %w", err)
+		}
 		return l, true, nil
 	}
 	if err := CheckSuccessor(l.Current, next); err != nil {
 		return nil, false, fmt.Errorf("against the ledger's generation %d: %w", high.Generation, err)
 	}
+	if err := l.checkRevived(next); err != nil {
+		return nil, false, fmt.Errorf("against the ledger: %w", err)
+	}
 	if len(l.Generations) >= MaxLedgerGenerations {
 		return nil, false, fail.Errorf(fail.Invalid, "keyset ledger: full (%d generations recorded); it cannot record generation %d", MaxLedgerGenerations, next.Generation)
 	}
-	out := &Ledger{Schema: LedgerSchema, Current: next, Generations: append(slices.Clip(l.Generations), LedgerEntry{next.Generation, nd})}
+	out := &Ledger{Schema: LedgerSchema, Current: next, Generations: append(slices.Clip(l.Generations), LedgerEntry{next.Generation, nd}), Keys: ledgerKeys(l, next)}
 	return out, false, out.Validate()
 }
 
@@ -133,13 +152,15 @@ func NewlyRevoked(base, next *Keyset) []string {
 	return out
 }
 
-// Validate checks the ledger's rules: the schema, a valid current
-// generation, 1 to MaxLedgerGenerations entries with strictly increasing
-// generations and well-formed digests, the last entry being the current
-// generation and its digest, and the size bound.
+// Validate checks the ledger's rules: the schema (v2, or v1 read from
+// before thumbprints), a valid current generation, 1 to
+// MaxLedgerGenerations entries with strictly increasing generations and
+// well-formed digests, the last entry being the current generation and its
+// digest, the keys member matching current (validateKeys), and the size
+// bound.
 func (l *Ledger) Validate() error {
-	if l.Schema != LedgerSchema {
-		return ledgerf("schema: %q, want %q", l.Schema, LedgerSchema)
+	if l.Schema != LedgerSchema && l.Schema != LedgerSchemaV1 {
+		return ledgerf("schema: %q, want %q (or %q, written before thumbprints)", l.Schema, LedgerSchema, LedgerSchemaV1)
 	}
 	if l.Current == nil {
 		return ledgerf("current: missing")
@@ -169,6 +190,9 @@ func (l *Ledger) Validate() error {
 	if h := l.Highest(); h.Generation != l.Current.Generation || h.Digest != d {
 		return ledgerf("generations: the last entry (%d, %s) is not the current generation (%d, %s)", h.Generation, h.Digest, l.Current.Generation, d)
 	}
+	if err := l.validateKeys(); err != nil {
+		return err
+	}
 	b, err := l.canonical()
 	if err != nil {
 		return err
@@ -195,8 +219,9 @@ func (l *Ledger) canonical() ([]byte, error) {
 
 // ParseLedger reads a ledger document strictly: at most MaxLedgerBytes of
 // UTF-8 JSON without duplicate members, exactly the members schema,
-// current (a keyset generation under every rule of Parse) and generations
-// (objects of exactly generation and digest), every rule of Validate, and
+// current (a keyset generation under every rule of Parse), generations
+// (objects of exactly generation and digest) and, in v2 only, keys
+// (objects of exactly kid, thumbprint and revokedIn), every rule of Validate, and
 // the bytes equal to the ledger's canonical JSON. Errors are fail.Invalid;
 // a caller reading a ledger from a cluster treats them as tamper.
 func ParseLedger(data []byte) (*Ledger, error) {
@@ -213,6 +238,7 @@ func ParseLedger(data []byte) (*Ledger, error) {
 		Schema      *string         `json:"schema"`
 		Current     json.RawMessage `json:"current"`
 		Generations *[]LedgerEntry  `json:"generations"`
+		Keys        []LedgerKey     `json:"keys"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -226,7 +252,7 @@ func ParseLedger(data []byte) (*Ledger, error) {
 	if err != nil {
 		return nil, ledgerf("current: %w", err)
 	}
-	l := &Ledger{Schema: *raw.Schema, Current: cur, Generations: *raw.Generations}
+	l := &Ledger{Schema: *raw.Schema, Current: cur, Generations: *raw.Generations, Keys: raw.Keys}
 	want, err := l.Bytes()
 	if err != nil {
 		return nil, err

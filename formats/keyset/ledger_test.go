@@ -153,6 +153,7 @@ func TestParseLedger(t *testing.T) {
 		return out
 	}
 	entries := func(m map[string]any) []any { return m["generations"].([]any) }
+	keyAt := func(m map[string]any, i int) map[string]any { return m["keys"].([]any)[i].(map[string]any) }
 	tests := []struct {
 		name    string
 		data    []byte
@@ -161,7 +162,16 @@ func TestParseLedger(t *testing.T) {
 		{"indented", func() []byte { var buf bytes.Buffer; _ = json.Indent(&buf, good, "", " "); return buf.Bytes() }(), "not in canonical form"},
 		{"unknown member", edit(func(m map[string]any) { m["note"] = "x" }), "unknown field"},
 		{"missing generations", edit(func(m map[string]any) { delete(m, "generations") }), "all required"},
-		{"wrong schema", edit(func(m map[string]any) { m["schema"] = "qinglong/keyset-ledger@v2" }), "schema"},
+		{"wrong schema", edit(func(m map[string]any) { m["schema"] = "qinglong/keyset-ledger@v3" }), "schema"},
+		{"v1 with keys", edit(func(m map[string]any) { m["schema"] = LedgerSchemaV1 }), "keys: a qinglong/keyset-ledger@v1 ledger has no keys member"},
+		{"v2 without keys", edit(func(m map[string]any) { delete(m, "keys") }), "keys: 0 entries, want 3"},
+		{"active thumbprint edited", edit(func(m map[string]any) { keyAt(m, 0)["thumbprint"] = b.Thumbprint() }), "keys[0]: want {kid \"a\", thumbprint " + a.Thumbprint()},
+		{"active key given a generation", edit(func(m map[string]any) { keyAt(m, 1)["revokedIn"] = 5 }), "keys[1]: want"},
+		{"revoked kid edited", edit(func(m map[string]any) { keyAt(m, 2)["kid"] = "y" }), `keys[2].kid: "y", want "z"`},
+		{"revocation in an unrecorded generation", edit(func(m map[string]any) { keyAt(m, 2)["revokedIn"] = 4 }), "keys[2].revokedIn: 4 is not a recorded generation"},
+		{"malformed thumbprint", edit(func(m map[string]any) { keyAt(m, 2)["thumbprint"] = "abc" }), "keys[2].thumbprint"},
+		{"keys entry member missing", edit(func(m map[string]any) { delete(keyAt(m, 2), "revokedIn") }), "not in canonical form"},
+		{"keys entry member unknown", edit(func(m map[string]any) { keyAt(m, 2)["note"] = "x" }), "unknown field"},
 		{"empty history", edit(func(m map[string]any) { m["generations"] = []any{} }), "0 entries"},
 		{"history out of order", edit(func(m map[string]any) { e := entries(m); e[0], e[1] = e[1], e[0] }), "does not increase"},
 		{"bad digest", edit(func(m map[string]any) { entries(m)[0].(map[string]any)["digest"] = "sha256:00" }), "generations[0].digest"},

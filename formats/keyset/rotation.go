@@ -37,7 +37,7 @@ func PlanRotation(current *Keyset, add JWK, revoke []string) (*Rotation, error) 
 		if j.Kid == add.Kid {
 			return nil, invalidf("key: key ID %q is already active in generation %d; choose a new key ID", add.Kid, current.Generation)
 		}
-		if j.material() == add.material() {
+		if j.Thumbprint() == add.Thumbprint() {
 			return nil, invalidf("key: the same public key is already active as %q; generate a new key", j.Kid)
 		}
 	}

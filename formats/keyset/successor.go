@@ -1,6 +1,7 @@
 package keyset
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -14,7 +15,13 @@ import (
 //  3. revocations only append: prev.RevokedKids is a prefix of
 //     next.RevokedKids;
 //  4. an active key of prev leaves only by being revoked in next, and a key
-//     ID that stays active keeps exactly the same key.
+//     ID that stays active keeps exactly the same key;
+//  5. a key of prev that next revokes is not active in next under another
+//     key ID (same RFC 7638 thumbprint).
+//
+// Two generations show the key material only of prev's keys; a key
+// revoked earlier is judged by the ledger (Ledger.Admit), which records
+// the thumbprint of every key it saw revoked.
 //
 // A violation is fail.Conflict: next contradicts the history prev stands
 // for, whichever of the two is at fault.
@@ -44,6 +51,7 @@ func CheckSuccessor(prev, next *Keyset) error {
 		nextKeys[j.Kid] = j
 	}
 	newlyRevoked := next.RevokedKids[len(prev.RevokedKids):]
+	revokedNow := map[string]string{} // thumbprint → the kid next revokes it as
 	for _, j := range prev.Keys {
 		n, active := nextKeys[j.Kid]
 		switch {
@@ -51,9 +59,23 @@ func CheckSuccessor(prev, next *Keyset) error {
 			return conflictf("key %q changed between generations %d and %d: a key ID keeps its key; add the new key under a new key ID", j.Kid, prev.Generation, next.Generation)
 		case !active && !slices.Contains(newlyRevoked, j.Kid):
 			return conflictf("active key %q of generation %d is missing from generation %d without being revoked: append %q to revokedKids", j.Kid, prev.Generation, next.Generation, j.Kid)
+		case !active:
+			revokedNow[j.Thumbprint()] = j.Kid
+		}
+	}
+	for _, j := range next.Keys {
+		if kid, ok := revokedNow[j.Thumbprint()]; ok {
+			return revivedf(j.Kid, next.Generation, kid, fmt.Sprintf("in generation %d", next.Generation), j.Thumbprint())
 		}
 	}
 	return nil
+}
+
+// revivedf refuses key kid of generation gen: its thumbprint tp was
+// revoked as revokedKid (when says in which generation). No flag
+// overrides it.
+func revivedf(kid string, gen int64, revokedKid, when, tp string) error {
+	return conflictf("key %q of generation %d is the key revoked as %q %s (RFC 7638 thumbprint %s): a revoked key stays revoked under every key ID; generate a new key", kid, gen, revokedKid, when, tp)
 }
 
 func conflictf(format string, args ...any) error {

@@ -37,6 +37,8 @@ func TestCheckSuccessor(t *testing.T) {
 		{"revocation inserted before", ks(6, []JWK{b}, "a", "z"), "revocations only append"},
 		{"active key removed silently", ks(6, []JWK{b}, "z"), `active key "a" of generation 5 is missing from generation 6 without being revoked`},
 		{"key ID keeps its key", ks(6, []JWK{edKey("a", 7), b}, "z"), `key "a" changed between generations 5 and 6`},
+		{"revoked key back under a new kid", ks(6, []JWK{b, func() JWK { k := a; k.Kid = "a2"; return k }()}, "z", "a"), `key "a2" of generation 6 is the key revoked as "a" in generation 6 (RFC 7638 thumbprint ` + a.Thumbprint() + `)`},
+		{"revoked key back with another alg and use", ks(6, []JWK{b, func() JWK { k := a; k.Kid, k.Use = "a2", "sig"; return k }()}, "z", "a"), `is the key revoked as "a"`},
 		{"alg of a kept key changes", ks(6, []JWK{a, func() JWK { k := b; k.Use = "sig"; return k }()}, "z"), `key "b" changed`},
 	}
 	for _, tt := range tests {
