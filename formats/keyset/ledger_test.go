@@ -203,6 +203,11 @@ func FuzzParseLedger(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	v1, err := (&Ledger{Schema: LedgerSchemaV1, Current: l.Current, Generations: l.Generations}).Bytes()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v1)
 	f.Add([]byte(`{"current":{},"generations":[],"schema":"qinglong/keyset-ledger@v1"}`))
 	f.Add([]byte(`{"current":null,"generations":[{"digest":"","generation":1}],"schema":""}`))
 	f.Add([]byte(`{"schema":"a","schema":"b"}`))
