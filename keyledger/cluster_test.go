@@ -136,6 +136,8 @@ func TestPublishRotation(t *testing.T) {
 // the keyset Secret gone, the ledger being the only memory left.
 func TestRefusedBeforeAnyWrite(t *testing.T) {
 	g1, g2, g3 := gen(t, 1, []string{"a"}), gen(t, 2, []string{"a", "b"}), gen(t, 3, []string{"b"}, "a")
+	revived := gen(t, 4, []string{"b", "a2"}, "a") // "a2" holds the key revoked as "a" (gen seeds by the first byte)
+	revivedErr := `key "a2" of generation 4 is the key revoked as "a" in generation 3 (RFC 7638 thumbprint ` + key("a", 'a').Thumbprint() + ")"
 	tests := []struct {
 		name    string
 		setup   func(t *testing.T, ns string)
@@ -153,16 +155,15 @@ func TestRefusedBeforeAnyWrite(t *testing.T) {
 		{"implicit key removal", nil, gen(t, 4, []string{"c"}, "a"), fail.Conflict, `active key "b" of generation 3 is missing`},
 		{"revocation un-appended", nil, gen(t, 4, []string{"b"}), fail.Conflict, "revocations only append"},
 		{"keyset Secret edited outside the ledger", func(t *testing.T, ns string) {
-			c := cp.Clientset().CoreV1().Secrets(ns)
-			s, err := c.Get(context.Background(), KeysetSecret, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.Data[KeysetKey], _ = gen(t, 9, []string{"z"}).Encode()
-			if _, err := c.Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			setKeyset(t, ns, gen(t, 9, []string{"z"}))
 		}, gen(t, 4, []string{"b", "c"}, "a"), fail.Tamper, "which the ledger does not record"},
+		{"revoked key under a new kid", nil, revived, fail.Conflict, revivedErr},
+		{"revoked key under a new kid, keyset Secret deleted", func(t *testing.T, ns string) {
+			if err := cp.Clientset().CoreV1().Secrets(ns).Delete(context.Background(), KeysetSecret, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, revived, fail.Conflict, revivedErr},
+		{"revoked key under a new kid, keyset Secret reverted to generation 2", func(t *testing.T, ns string) { setKeyset(t, ns, g2) }, revived, fail.Conflict, revivedErr},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -382,5 +383,22 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 			cp.NoWrites(t, name, ns, "secrets")
 		})
+	}
+}
+
+// setKeyset rewrites the keyset Secret's keyset.json to k, as someone
+// holding update on Secrets could.
+func setKeyset(t *testing.T, ns string, k *keyset.Keyset) {
+	t.Helper()
+	c := cp.Clientset().CoreV1().Secrets(ns)
+	s, err := c.Get(context.Background(), KeysetSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Data[KeysetKey], err = k.Encode(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

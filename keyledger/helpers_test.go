@@ -43,3 +43,8 @@ func ledgerOf(t testing.TB, sets ...*keyset.Keyset) *keyset.Ledger {
 	}
 	return l
 }
+
+// v1Of is l as a ledger written before thumbprints were recorded.
+func v1Of(l *keyset.Ledger) *keyset.Ledger {
+	return &keyset.Ledger{Schema: keyset.LedgerSchemaV1, Current: l.Current, Generations: l.Generations}
+}

@@ -50,13 +50,19 @@ type Plan struct {
 	// Behind: the keyset Secret held an older recorded generation than the
 	// ledger's highest (an earlier publish stopped between its two writes).
 	Behind bool
+	// CarriedForward: the ledger was written before thumbprints were
+	// recorded (v1); it is written in the current schema even on a rerun.
+	CarriedForward bool
 }
 
 // Decide judges a publish against what was read, before any write. The
 // keyset Secret must hold a generation the ledger records with the same
 // digest (else tamper); Next is judged by the ledger alone
-// (keyset.Ledger.Admit); a publish that newly revokes a key the keyset
-// Secret still trusted needs ConfirmOverlapObserved.
+// (keyset.Ledger.Admit: also no key whose thumbprint was ever revoked,
+// under any key ID, whatever ConfirmOverlapObserved says); a publish that
+// newly revokes a key the keyset Secret still trusted needs
+// ConfirmOverlapObserved. A v1 ledger is carried forward with the key
+// material the keyset Secret and Previous show (both recorded by it).
 func Decide(s State, r Request) (*Plan, error) {
 	nd, err := r.Next.Digest()
 	if err != nil {
@@ -67,18 +73,8 @@ func Decide(s State, r Request) (*Plan, error) {
 	if l := s.Ledger; l != nil {
 		high := l.Highest()
 		if k := s.Keyset; k != nil {
-			kd, err := k.Digest()
-			if err != nil {
+			if err := checkRecorded(l, k, s.KeysetManaged); err != nil {
 				return nil, err
-			}
-			rec, ok := l.Lookup(k.Generation)
-			switch {
-			case !s.KeysetManaged:
-				return nil, fail.Errorf(fail.Tamper, "keyset Secret %s does not carry the label %s=%s although a ledger exists: it was replaced outside kubectl ql3 keyset publish; restore it from a recorded generation or investigate", KeysetSecret, LabelManagedBy, ManagedBy)
-			case !ok:
-				return nil, fail.Errorf(fail.Tamper, "keyset Secret %s holds generation %d (digest %s), which the ledger does not record (its highest is %d): it was not published through the ledger; investigate before publishing", KeysetSecret, k.Generation, kd, high.Generation)
-			case rec != kd:
-				return nil, fail.Errorf(fail.Tamper, "keyset Secret %s holds generation %d with digest %s, but the ledger records digest %s for it: it was rewritten outside the ledger; investigate before publishing", KeysetSecret, k.Generation, kd, rec)
 			}
 			p.Behind = k.Generation < high.Generation
 			base = k
@@ -88,11 +84,15 @@ func Decide(s State, r Request) (*Plan, error) {
 				return nil, err
 			}
 		}
+		p.CarriedForward = l.Schema != keyset.LedgerSchema
+		if l, err = l.CarryForward(s.Keyset, r.Previous); err != nil {
+			return nil, err
+		}
 		next, recorded, err := l.Admit(r.Next)
 		if err != nil {
 			return nil, err
 		}
-		p.Ledger, p.WriteLedger = next, !recorded
+		p.Ledger, p.WriteLedger = next, !recorded || p.CarriedForward
 		if base == nil && !recorded {
 			base = l.Current
 		}
@@ -142,6 +142,26 @@ func Decide(s State, r Request) (*Plan, error) {
 		return nil, fail.Errorf(fail.Invalid, "generation %d revokes %s, which the published keyset (generation %d) still trusts: publish it only after every replica has observed a generation holding their replacement keys (a replica that has not would reject the new signatures); then confirm with --confirm-overlap-observed. Nothing was written", r.Next.Generation, strings.Join(p.NewlyRevoked, ", "), base.Generation)
 	}
 	return p, nil
+}
+
+// checkRecorded: with a ledger, the keyset Secret must be ours and hold a
+// generation the ledger records with the recorded digest; otherwise it was
+// written outside the ledger (tamper).
+func checkRecorded(l *keyset.Ledger, k *keyset.Keyset, managed bool) error {
+	kd, err := k.Digest()
+	if err != nil {
+		return err
+	}
+	rec, ok := l.Lookup(k.Generation)
+	switch {
+	case !managed:
+		return fail.Errorf(fail.Tamper, "keyset Secret %s does not carry the label %s=%s although a ledger exists: it was replaced outside kubectl ql3 keyset publish; restore it from a recorded generation or investigate", KeysetSecret, LabelManagedBy, ManagedBy)
+	case !ok:
+		return fail.Errorf(fail.Tamper, "keyset Secret %s holds generation %d (digest %s), which the ledger does not record (its highest is %d): it was not published through the ledger; investigate before publishing", KeysetSecret, k.Generation, kd, l.Highest().Generation)
+	case rec != kd:
+		return fail.Errorf(fail.Tamper, "keyset Secret %s holds generation %d with digest %s, but the ledger records digest %s for it: it was rewritten outside the ledger; investigate before publishing", KeysetSecret, k.Generation, kd, rec)
+	}
+	return nil
 }
 
 // checkPrevious: --previous must be the ledger's highest generation, or,

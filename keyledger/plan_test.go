@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qinglong/kubectl-ql3/formats/keyset"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -16,6 +17,8 @@ func TestDecide(t *testing.T) {
 	g3x := gen(t, 3, []string{"a", "b", "c"}) // another generation 3
 	l12 := ledgerOf(t, g1, g2)
 	l123 := ledgerOf(t, g1, g2, g3)
+	g4revived := gen(t, 4, []string{"b", "a2"}, "a") // "a2" holds a's key (gen seeds by the first byte)
+	revived := `key "a2" of generation 4 is the key revoked as "a" `
 	type want struct {
 		writeLedger, writeKeyset, adopted, behind bool
 		revoked                                   []string
@@ -49,6 +52,11 @@ func TestDecide(t *testing.T) {
 		{"ledger removed", State{Keyset: g2, KeysetManaged: true}, Request{Next: g2}, want{}, fail.Tamper, "the generation is missing from the ledger"},
 		{"unmanaged Secret without --previous", State{Keyset: g1}, Request{Next: g2}, want{}, fail.Conflict, "give --previous"},
 		{"unmanaged Secret adopted", State{Keyset: g1}, Request{Next: g2, Previous: g1}, want{writeLedger: true, writeKeyset: true, adopted: true, highest: 2}, 0, ""},
+		{"revoked key under a new kid, confirmed", State{Ledger: l123, Keyset: g3, KeysetManaged: true}, Request{Next: g4revived, ConfirmOverlapObserved: true}, want{}, fail.Conflict, revived + "in generation 3 (RFC 7638 thumbprint " + key("a", 'a').Thumbprint() + ")"},
+		{"revoked key under a new kid, no keyset Secret", State{Ledger: l123}, Request{Next: g4revived, ConfirmOverlapObserved: true}, want{}, fail.Conflict, revived + "in generation 3"},
+		{"revoked key under a new kid, keyset Secret reverted", State{Ledger: l123, Keyset: g1, KeysetManaged: true}, Request{Next: g4revived, ConfirmOverlapObserved: true}, want{}, fail.Conflict, revived + "in generation 3"},
+		{"v1 ledger carried forward on a rerun", State{Ledger: v1Of(l12), Keyset: g2, KeysetManaged: true}, Request{Next: g2}, want{writeLedger: true, highest: 2}, 0, ""},
+		{"v1 ledger, the keyset Secret shows the revoked key", State{Ledger: v1Of(l123), Keyset: g2, KeysetManaged: true}, Request{Next: g4revived, ConfirmOverlapObserved: true}, want{}, fail.Conflict, revived + "before the ledger recorded when"},
 		{"adoption judges the successor", State{Keyset: g2}, Request{Next: gen(t, 3, []string{"b"}), Previous: g2}, want{}, fail.Conflict, "without being revoked"},
 	}
 	for _, tt := range tests {
@@ -68,8 +76,33 @@ func TestDecide(t *testing.T) {
 				got.behind != tt.want.behind || !slices.Equal(got.revoked, tt.want.revoked) || got.highest != tt.want.highest {
 				t.Fatalf("plan %+v, want %+v", got, tt.want)
 			}
-			if tt.st.Ledger != nil && p.WriteLedger && len(p.Ledger.Generations) != len(tt.st.Ledger.Generations)+1 {
+			if tt.st.Ledger != nil && p.WriteLedger && !p.CarriedForward && len(p.Ledger.Generations) != len(tt.st.Ledger.Generations)+1 {
 				t.Fatalf("the new ledger does not append exactly one generation")
+			}
+		})
+	}
+}
+
+// Carrying a v1 ledger forward recovers a revoked key's thumbprint from
+// what the publisher read and the ledger records: --previous on a rerun.
+func TestDecideCarryForwardFromPrevious(t *testing.T) {
+	g1, g2, g3 := gen(t, 1, []string{"a"}), gen(t, 2, []string{"a", "b"}), gen(t, 3, []string{"b"}, "a")
+	v1 := v1Of(ledgerOf(t, g1, g2, g3))
+	for _, tt := range []struct {
+		name     string
+		previous *keyset.Keyset
+		unknown  []string
+	}{
+		{"without --previous", nil, []string{"a"}},
+		{"with --previous showing a", g2, []string{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Decide(State{Ledger: v1}, Request{Next: g3, Previous: tt.previous})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.WriteLedger || !p.CarriedForward || p.Ledger.Schema != keyset.LedgerSchema || !slices.Equal(p.Ledger.UnknownRevoked(), tt.unknown) {
+				t.Fatalf("plan: write %v, carried %v, schema %s, unknown %q; want the ledger rewritten, unknown %q", p.WriteLedger, p.CarriedForward, p.Ledger.Schema, p.Ledger.UnknownRevoked(), tt.unknown)
 			}
 		})
 	}

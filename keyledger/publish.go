@@ -50,7 +50,15 @@ type Result struct {
 	// NewlyRevoked are the key IDs this publish revoked on the keyset
 	// Secret; they are revoked on a replica only once it has loaded it.
 	NewlyRevoked []string `json:"newlyRevoked"`
-	Adopted      bool     `json:"adopted,omitempty"`
+	// RevokedWithoutThumbprint are the revoked key IDs whose key the ledger
+	// cannot know (revoked before it recorded thumbprints, or never
+	// active): their key material coming back under a new key ID cannot be
+	// refused.
+	RevokedWithoutThumbprint []string `json:"revokedWithoutThumbprint"`
+	// LedgerCarriedForward: the ledger was rewritten from schema v1, which
+	// recorded no thumbprints.
+	LedgerCarriedForward bool `json:"ledgerCarriedForward,omitempty"`
+	Adopted              bool `json:"adopted,omitempty"`
 	// Converged: the keyset Secret was behind the ledger and now holds its
 	// highest generation.
 	Converged bool `json:"converged,omitempty"`
@@ -117,7 +125,7 @@ func Publish(ctx context.Context, o Options, r Request) (*Result, error) {
 	}
 	res := &Result{Namespace: ns, Generation: r.Next.Generation, Digest: nd, NewlyRevoked: plan.NewlyRevoked, Adopted: plan.Adopted,
 		Ledger: SecretResult{Name: LedgerSecret, Action: Unchanged}, Keyset: SecretResult{Name: KeysetSecret, Action: Unchanged},
-		LedgerGenerations: len(plan.Ledger.Generations)}
+		LedgerGenerations: len(plan.Ledger.Generations), RevokedWithoutThumbprint: plan.Ledger.UnknownRevoked(), LedgerCarriedForward: plan.CarriedForward}
 	if res.NewlyRevoked == nil {
 		res.NewlyRevoked = []string{}
 	}

@@ -4,9 +4,9 @@
 // generation ever published, and is written first; the keyset Secret the
 // management host mounts is written second. Both writes are compare-and-swap
 // writes of the cas kernel. Every rule is judged against the ledger before
-// anything is written, so a rollback, a rewrite, an implicit key removal or
-// an un-appended revocation is refused even when no replica remembers
-// anything.
+// anything is written, so a rollback, a rewrite, an implicit key removal,
+// an un-appended revocation or a revoked key under a new key ID (by its
+// thumbprint) is refused even when no replica remembers anything.
 package keyledger
 
 import (
