@@ -396,7 +396,8 @@ func newCmdKeysetPublish(flags *genericclioptions.ConfigFlags, streams genericio
 		Short: "Publish a keyset generation to a namespace through its durable ledger",
 		Long: `Publish the keyset generation in FILE to the namespace (-n, or the kubeconfig's):
 first the ledger Secret ` + keyledger.LedgerSecret + ` (the highest
-generation, the digest of every published generation and the revoked set),
+generation, the digest of every published generation, the revoked set and
+the RFC 7638 thumbprints of the revoked keys),
 then the keyset Secret ` + keyledger.KeysetSecret + ` that the
 management host mounts (key ` + keyledger.KeysetKey + `). Each is a compare-and-swap write:
 of concurrent publishers exactly one wins; a write whose answer was lost is
@@ -405,8 +406,9 @@ settled by reading it back.
 Before anything is written, FILE is judged against the ledger alone (the
 only memory left when every replica has restarted): a generation below the
 highest (rollback), the highest generation with another digest (rewrite), an
-active key dropped without being revoked, or a revocation removed is refused
-(exit 3). A keyset Secret holding a generation the ledger does not record is
+active key dropped without being revoked, a revocation removed, or a key
+that was ever revoked coming back under any key ID is refused (exit 3;
+--confirm-overlap-observed does not change that). A keyset Secret holding a generation the ledger does not record is
 tamper (exit 5). --previous FILE must be the ledger's highest generation (the
 one the change was reviewed against); with no ledger yet it adopts a keyset
 Secret created before the first publish.
@@ -417,7 +419,9 @@ the overlap generation. publish never reports a revocation as in effect: a
 replica applies it only once it has loaded the new generation.
 
 If publish stops after the ledger write, rerun the same command: the ledger
-already records FILE and the keyset Secret is brought to it. The rules are in
+already records FILE and the keyset Secret is brought to it. A ledger
+written before thumbprints were recorded is carried forward by the next
+publish; revoked key IDs whose key it cannot know are listed. The rules are in
 docs/keyset.md; the permissions in "kubectl ql3 keyset rbac".`,
 		Example: `  kubectl ql3 keyset publish ./keyset-8.json -n ql3-system --previous ./keyset-7.json
   kubectl ql3 keyset publish ./keyset-9.json -n ql3-system --previous ./keyset-8.json --confirm-overlap-observed -o json`,
@@ -502,7 +506,13 @@ func printKeysetPublish(w io.Writer, rep keysetPublishReport) {
 	if rep.Converged {
 		fmt.Fprint(w, "; the keyset Secret was behind the ledger and now holds its highest generation")
 	}
+	if rep.LedgerCarriedForward {
+		fmt.Fprint(w, "; carried forward from a ledger written before thumbprints were recorded")
+	}
 	fmt.Fprintln(w)
+	if len(rep.RevokedWithoutThumbprint) > 0 {
+		fmt.Fprintf(w, "revoked without a known key (refused by key ID only, not by thumbprint): %s\n", strings.Join(rep.RevokedWithoutThumbprint, ", "))
+	}
 	fmt.Fprintf(w, "note: %s\n", rep.Note)
 }
 

@@ -103,3 +103,45 @@ func TestKeysetRBACCLI(t *testing.T) {
 		t.Fatalf("publish outside the granted namespace: exit %d, stderr %q; want exit 2 listing what is missing", code, stderr)
 	}
 }
+
+// A key revoked as "a" and published again as "a2" is refused through the
+// binary with exit 3, naming both key IDs, the thumbprint and the
+// generation that revoked it, whatever --confirm-overlap-observed says and
+// with the keyset Secret deleted; the refused publishes write nothing.
+func TestKeysetPublishRevokedKeyUnderNewKidCLI(t *testing.T) {
+	ns := cp.Namespace(t)
+	dir := t.TempDir()
+	a, b := ksJWK("a", 2), ksJWK("b", 4)
+	g1 := ksWrite(t, dir, "keyset-1.json", &keyset.Keyset{Generation: 1, Keys: []keyset.JWK{a}, RevokedKids: []string{}})
+	g2 := ksWrite(t, dir, "keyset-2.json", &keyset.Keyset{Generation: 2, Keys: []keyset.JWK{a, b}, RevokedKids: []string{}})
+	g3 := ksWrite(t, dir, "keyset-3.json", &keyset.Keyset{Generation: 3, Keys: []keyset.JWK{b}, RevokedKids: []string{"a"}})
+	g4 := ksWrite(t, dir, "keyset-4.json", &keyset.Keyset{Generation: 4, Keys: []keyset.JWK{b, ksJWK("a2", 2)}, RevokedKids: []string{"a"}})
+	mustRun(t, nil, "keyset", "publish", g1, "-n", ns)
+	mustRun(t, nil, "keyset", "publish", g2, "-n", ns, "--previous", g1)
+	out := mustRun(t, nil, "keyset", "publish", g3, "-n", ns, "--previous", g2, "--confirm-overlap-observed", "-o", "json")
+	var rep struct {
+		RevokedWithoutThumbprint []string `json:"revokedWithoutThumbprint"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.RevokedWithoutThumbprint == nil || len(rep.RevokedWithoutThumbprint) != 0 {
+		t.Fatalf("revoking a: %v, revokedWithoutThumbprint %q; want [] (the ledger saw a's key)\n%s", err, rep.RevokedWithoutThumbprint, out)
+	}
+
+	kc, err := cp.Kubeconfig("ks-revived", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `key "a2" of generation 4 is the key revoked as "a" in generation 3 (RFC 7638 thumbprint ` + a.Thumbprint() + ")"
+	refused := func(what string, args ...string) {
+		t.Helper()
+		stdout, stderr, code := run(t, []string{"KUBECONFIG=" + kc}, append([]string{"keyset", "publish", g4, "-n", ns, "--confirm-overlap-observed"}, args...)...)
+		if code != 3 || stdout != "" || !strings.Contains(stderr, want) {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q; want exit 3 containing %q", what, code, stdout, stderr, want)
+		}
+		cp.NoWrites(t, "ks-revived", ns, "secrets")
+	}
+	refused("a's key as a2", "--previous", g3)
+	if err := cp.Clientset().CoreV1().Secrets(ns).Delete(context.Background(), keyledger.KeysetSecret, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused("a's key as a2 with the keyset Secret deleted")
+}
