@@ -393,3 +393,52 @@ func TestLateCommit(t *testing.T) {
 		})
 	}
 }
+
+// The read that settles an unanswered write is itself refused by the real
+// authorizer (a user whose role lets it write the ConfigMap but not read
+// it): the write did land, so the outcome is unknown — unavailable (4)
+// naming the object and the refusal, never invalid input (2).
+func TestRefusedSettlingRead(t *testing.T) {
+	for _, create := range []bool{true, false} {
+		t.Run(fmt.Sprintf("create=%v", create), func(t *testing.T) {
+			ns := cp.Namespace(t)
+			ctx := context.Background()
+			admin := cp.Clientset()
+			if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "write-only"},
+				Rules: []rbacv1.PolicyRule{{Verbs: []string{"create", "update"}, APIGroups: []string{""}, Resources: []string{"configmaps"}}}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "write-only"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "write-only"},
+				Subjects: []rbacv1.Subject{{Kind: "User", Name: "write-only", APIGroup: "rbac.authorization.k8s.io"}}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			rv, method := "", http.MethodPost
+			if !create {
+				if _, err := write(t, client(t, cp.RESTConfig(), ns), intent(ns, "old", ""), true, cas.Resend); err != nil {
+					t.Fatal(err)
+				}
+				rv, method = current(t, ns).ResourceVersion, http.MethodPut
+			}
+			cfg := cp.User(t, "write-only")
+			f := faults.Drop(cfg, faults.Write(method, "/namespaces/"+ns+"/configmaps", "new"))
+			_, err := write(t, client(t, cfg, ns), intent(ns, "new", rv), create, cas.Resend)
+			if f.Fired() != 1 {
+				t.Fatalf("the fault fired %d times", f.Fired())
+			}
+			if v := current(t, ns).Data["v"]; v != "new" {
+				t.Fatalf("the server holds %q: the write did not reach it, the test proves nothing", v)
+			}
+			if !fail.Is(err, fail.Unavailable) || !strings.Contains(err.Error(), "configmap "+ns+"/ptr") ||
+				!strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "outcome is unknown") {
+				t.Fatalf("write settled by a refused read: %v (class %v), want unavailable naming the object, the refusal and the unknown outcome", err, fail.ClassOf(err))
+			}
+			gets, err := cp.Reads(func(e testcluster.AuditEvent) bool {
+				return e.User.Username == "write-only" && e.Verb == "get" && e.ObjectRef.Namespace == ns && e.ObjectRef.Name == "ptr"
+			})
+			if err != nil || len(gets) != 1 || gets[0].ResponseStatus.Code != http.StatusForbidden {
+				t.Fatalf("the settling read was not refused by the API server (%d gets, %v): the test proves nothing", len(gets), err)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package cas
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -209,7 +208,8 @@ func (w *Write[T]) moved(cur T, present bool, ours string) error {
 // settle reads an object until an answer arrives, with backoff, bounded by
 // timeout (default 30s) and independent of ctx's deadline: a write cut off
 // by the command's own deadline still needs its outcome decided. A
-// definite refusal of the read (forbidden) ends it at once, classified.
+// definite refusal of the read (401, 403, …) ends it at once: waiting does
+// not help, and the outcome is unavailable (unknown) all the same.
 func settle[T any](ctx context.Context, timeout time.Duration, what string, read func(context.Context) (T, bool, error)) (T, bool, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -237,7 +237,10 @@ func settle[T any](ctx context.Context, timeout time.Duration, what string, read
 	if err != nil {
 		var zero T
 		if last != nil && !fail.Is(last, fail.Unavailable) {
-			return zero, false, fmt.Errorf("cannot re-read to settle the write: %w", last)
+			// The read was refused (401 after a credential expired, 403
+			// from RBAC or a webhook, 400…): that says nothing about the
+			// write, whose outcome stays unknown — never invalid input.
+			return zero, false, fail.Errorf(fail.Unavailable, "%s: the read that settles the write was refused (%v): its outcome is unknown; restore read access and rerun to settle it", what, last)
 		}
 		if last == nil {
 			last = err

@@ -123,7 +123,11 @@ func TestWriteBranches(t *testing.T) {
 		{name: "lost answer, no guess", create: true, policy: NoGuess, steps: []step{{land: true, err: lost}}, class: fail.Unavailable, gets: 0, writes: 1},
 		{name: "no guess still settles a 409", start: cm("old", "1x"), policy: NoGuess, steps: []step{{land: true, err: apierrors.NewConflict(cmGR, "p", errors.New("x"))}}, ok: true, settled: true, gets: 1, writes: 1},
 		{name: "5xx, another writer moved it", start: cm("old", "1x"), steps: []step{{other: map[string]string{"v": "theirs"}, err: apierrors.NewInternalError(errors.New("etcd"))}}, class: fail.Conflict, gets: 1, writes: 1},
-		{name: "settle read forbidden", create: true, steps: []step{{land: false, err: lost}}, getErrs: []error{apierrors.NewForbidden(cmGR, "p", errors.New("no get"))}, class: fail.Invalid, gets: 1, writes: 1},
+		// A refused settling read says nothing about the write: unknown, never invalid.
+		{name: "settle read forbidden", create: true, steps: []step{{land: false, err: lost}}, getErrs: []error{apierrors.NewForbidden(cmGR, "p", errors.New("no get"))}, class: fail.Unavailable, gets: 1, writes: 1},
+		{name: "settle read unauthorized", start: cm("old", "1x"), steps: []step{{land: true, err: lost}}, getErrs: []error{apierrors.NewUnauthorized("token expired")}, class: fail.Unavailable, gets: 1, writes: 1},
+		{name: "settle read without credentials", start: cm("old", "1x"), steps: []step{{land: true, err: lost}}, getErrs: []error{errors.New("getting credentials: exec: executable ql3-login failed with exit code 1")}, class: fail.Unavailable, gets: 1, writes: 1},
+		{name: "409, settle read forbidden", start: cm("old", "1x"), steps: []step{{land: true, err: apierrors.NewConflict(cmGR, "p", errors.New("x"))}}, getErrs: []error{apierrors.NewForbidden(cmGR, "p", errors.New("no get"))}, class: fail.Unavailable, gets: 1, writes: 1},
 		{name: "settle read retried until answered", create: true, steps: []step{{land: true, err: lost}}, getErrs: []error{lost, apierrors.NewServiceUnavailable("x")}, ok: true, settled: true, gets: 3, writes: 1},
 	}
 	for _, tt := range tests {

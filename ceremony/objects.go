@@ -123,7 +123,9 @@ func forEach(ctx context.Context, n int, objs []*unstructured.Unstructured, fn f
 // cas.Unknown): SSA with one field manager is idempotent, so an outcome we
 // cannot know is settled by applying again. A definite answer, or a local
 // error (a kind the RESTMapper does not know, a marshal failure), is
-// returned at once. When the command's own deadline has passed, the
+// returned at once — unless it answers an apply sent to settle an earlier
+// unanswered one: that outcome stays unknown (unavailable), as the
+// refusal says nothing about it. When the command's own deadline has passed, the
 // outcome stays unknown: unavailable, the Head stays applying, and a rerun
 // settles it.
 func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm string, force, dryRun bool) (*unstructured.Unstructured, error) {
@@ -141,10 +143,16 @@ func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm
 		if err == nil {
 			return got, nil
 		}
-		last = err
 		if !cas.Unknown(err) {
+			if attempt > 0 && !apierrors.IsConflict(err) {
+				// A refusal of the apply that was to settle an earlier,
+				// unanswered one (a credential expired in between, a
+				// webhook now denies) says nothing about that one.
+				return nil, fail.Errorf(fail.Unavailable, "the answer to the apply did not arrive (%v) and applying again to settle it was refused (%v): its outcome is unknown; restore access and rerun to settle it", last, cas.Classify(cas.OpApply, "apply", err))
+			}
 			return nil, err
 		}
+		last = err
 		o.say("apply: %s: the answer did not arrive (after %s: %v); applying again (server-side apply is idempotent)", identityOf(u), time.Since(start).Round(time.Millisecond), err)
 		if ctx.Err() != nil {
 			break
