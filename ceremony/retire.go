@@ -147,11 +147,11 @@ func (o *Options) retire(ctx context.Context, rs []receipts.Retired, leaveChange
 		r := &out[i]
 		if r.UID == "" {
 			// Absent at preflight: never deleted (no UID to fence with).
-			r.Outcome = receipts.OutcomeAlreadyAbsent
-			if u, err := o.Cluster.Get(ctx, r.ID); err == nil {
-				o.say("retire: %s was absent at preflight and now exists (uid %s): left alone, unmanaged", r.ID, u.GetUID())
-				r.Outcome = receipts.OutcomeLeftRecreated
+			outcome, err := o.stillAbsent(ctx, r.ID)
+			if err != nil {
+				return nil, err
 			}
+			r.Outcome = outcome
 			continue
 		}
 		res, err := o.deleteOf(*r, false).Do(ctx)
@@ -185,6 +185,24 @@ func (o *Options) retire(ctx context.Context, rs []receipts.Retired, leaveChange
 		}
 	}
 	return out, nil
+}
+
+// stillAbsent is the outcome of an object absent at preflight: already
+// absent only when the API server answers 404 (or its kind is not served),
+// left: recreated when the name holds an object now. Any other answer
+// (403, 5xx, no answer) proves neither: classified, and nothing recorded.
+func (o *Options) stillAbsent(ctx context.Context, id inventory.Identity) (string, error) {
+	u, err := o.Cluster.Get(ctx, id)
+	switch {
+	case err == nil:
+		o.say("retire: %s was absent at preflight and now exists (uid %s): left alone, unmanaged", id, u.GetUID())
+		return receipts.OutcomeLeftRecreated, nil
+	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		o.say("retire: %s already absent", id)
+		return receipts.OutcomeAlreadyAbsent, nil
+	}
+	return "", fmt.Errorf("retire: %w; nothing further was deleted and the Head stays applying: once it can be read, run `kubectl ql3 resume --preflight FILE`",
+		cas.Classify(cas.OpRead, "read "+id.String()+" (absent at preflight)", err))
 }
 
 // finalizers names what holds an object (for the timeout message).

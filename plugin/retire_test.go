@@ -3,10 +3,12 @@ package plugin_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -221,4 +223,57 @@ func TestCLIRetireKillThenResume(t *testing.T) {
 		t.Fatalf("resume:\n%s", out)
 	}
 	mustRun(t, nil, "receipt", "audit", rdir)
+}
+
+// An object absent at preflight is recorded "already absent" only when the
+// API server answers 404 at apply: a read answered 500 or 403 proves
+// nothing, so apply stops (exit 4, exit 2), the Head stays applying and
+// nothing is recorded; resume, once the read is answered, records it.
+func TestCLIRetireAbsentUnreadable(t *testing.T) {
+	for _, tt := range []struct {
+		code, exit int
+	}{{http.StatusInternalServerError, 4}, {http.StatusForbidden, 2}} {
+		t.Run(http.StatusText(tt.code), func(t *testing.T) {
+			ctx := context.Background()
+			ns := controlNamespace(t)
+			base, v320 := retireReleases(t, ns)
+			work := t.TempDir()
+			rdir := filepath.Join(work, "receipts")
+			pf0 := filepath.Join(work, "install.json")
+			mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
+			mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+			if err := cp.Clientset().CoreV1().ConfigMaps(ns).Delete(ctx, "ql3-features", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			pf := filepath.Join(work, "retire.json")
+			if out := mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", pf); !strings.Contains(out, "ql3-features: absent") {
+				t.Fatalf("preflight did not record ql3-features absent:\n%s", out)
+			}
+			var refused atomic.Int32
+			env := proxied(t, ns, func(next http.RoundTripper) http.RoundTripper {
+				return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/configmaps/ql3-features") {
+						refused.Add(1)
+						return refusal(t, r, tt.code), nil
+					}
+					return next.RoundTrip(r)
+				})
+			})
+			_, stderr, code := run(t, env, "apply", "--preflight", pf, "--receipts-dir", rdir)
+			if refused.Load() == 0 {
+				t.Fatalf("the read of ql3-features was never answered %d: the test exercised nothing\n%s", tt.code, stderr)
+			}
+			if code != tt.exit || !strings.Contains(stderr, "ql3-features") || !strings.Contains(stderr, "Head stays applying") {
+				t.Fatalf("apply with the absent object's read answered %d: exit %d, want %d naming it\n%s", tt.code, code, tt.exit, stderr)
+			}
+			if h := headOf(t, ns); h.Phase != ceremony.PhaseApplying {
+				t.Fatalf("the Head is %s, want applying: an unread object was recorded", h.Phase)
+			}
+			out := mustRun(t, nil, "resume", "--preflight", pf, "--receipts-dir", rdir)
+			if !strings.Contains(out, "retired v1/ConfigMap/"+ns+"/ql3-features: already absent") {
+				t.Fatalf("resume:\n%s", out)
+			}
+			mustRun(t, nil, "receipt", "audit", rdir)
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,13 +19,18 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 )
 
-// refusal is an API server answer of code (401 or 403) as client-go
-// decodes it: a Status object.
+// refusal is an API server answer of code (401, 403 or 500) to r as
+// client-go decodes it: a Status object; r never reaches the server.
 func refusal(t *testing.T, r *http.Request, code int) *http.Response {
 	t.Helper()
-	st := apierrors.NewUnauthorized("the exec credential expired").ErrStatus
-	if code == http.StatusForbidden {
-		st = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, ceremony.HeadName, errors.New("denied by a webhook")).ErrStatus
+	var st metav1.Status
+	switch code {
+	case http.StatusUnauthorized:
+		st = apierrors.NewUnauthorized("the exec credential expired").ErrStatus
+	case http.StatusForbidden:
+		st = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, path.Base(r.URL.Path), errors.New("denied by a webhook")).ErrStatus
+	default:
+		st = apierrors.NewInternalError(errors.New("etcd is unreachable")).ErrStatus
 	}
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 	data, err := json.Marshal(st)
