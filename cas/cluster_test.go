@@ -246,6 +246,7 @@ func TestFencedDelete(t *testing.T) {
 		before  func(t *testing.T, ns string) // between record and delete
 		drop    bool
 		dryRun  bool
+		judged  bool // Unchanged judges by data["v"] alone (labels may move)
 		want    cas.DeleteOutcome
 		class   fail.Class
 		remains bool // the object (any UID) still exists afterwards
@@ -274,6 +275,22 @@ func TestFencedDelete(t *testing.T) {
 			}
 		}, want: cas.AlreadyAbsent},
 		{name: "answer lost", drop: true, want: cas.Deleted},
+		// Only what the caller reviewed decides "changed": a move it judges
+		// unchanged is deleted, fenced on the resourceVersion read then.
+		{name: "moved, judged unchanged", judged: true, before: func(t *testing.T, ns string) {
+			cm := current(t, ns)
+			cm.Labels = map[string]string{"touched": "by-a-controller"}
+			if _, err := cp.Clientset().CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, want: cas.Deleted},
+		{name: "moved, judged changed", judged: true, before: func(t *testing.T, ns string) {
+			cm := current(t, ns)
+			cm.Data = map[string]string{"v": "edited"}
+			if _, err := cp.Clientset().CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, class: fail.Conflict, remains: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := cp.Namespace(t)
@@ -299,6 +316,9 @@ func TestFencedDelete(t *testing.T) {
 				Send: func(ctx context.Context, o metav1.DeleteOptions) error { return c.Delete(ctx, "ptr", o) },
 				Get:  func(ctx context.Context) (metav1.Object, error) { return c.Get(ctx, "ptr", metav1.GetOptions{}) },
 				Say:  func(f string, a ...any) { t.Logf(f, a...) },
+			}
+			if tt.judged {
+				d.Unchanged = func(cur metav1.Object) bool { return cur.(*corev1.ConfigMap).Data["v"] == "ours" }
 			}
 			got, err := d.Do(ctx)
 			if tt.class != 0 {

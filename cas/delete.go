@@ -12,6 +12,9 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
+// rejudges bounds the re-fenced sends of Delete.Unchanged.
+const rejudges = 5
+
 // DeleteOutcome is what a fenced delete found and did.
 type DeleteOutcome string
 
@@ -27,13 +30,21 @@ const (
 )
 
 // Delete is one delete of one object fenced by the UID and resourceVersion
-// of the read the caller validated: it can only ever remove exactly that
-// object in exactly that state.
+// of a read: it can only ever remove exactly that object in exactly the
+// state that read showed, and only while the caller still judges that
+// state the one it reviewed.
 type Delete struct {
 	// What names the object in messages.
 	What string
-	// UID and ResourceVersion are the preconditions.
+	// UID and ResourceVersion are the preconditions of the first send:
+	// those of the read the caller validated.
 	UID, ResourceVersion string
+	// Unchanged, when set, judges an object of the same UID read later
+	// with another resourceVersion: true when what the caller reviewed is
+	// unchanged (only status or bookkeeping moved), and the delete is sent
+	// again fenced by that read's resourceVersion (at most 5 times); false
+	// is a conflict. Nil: any other resourceVersion is a conflict.
+	Unchanged func(cur metav1.Object) bool
 	// Send deletes with the given options (client-go's Delete).
 	Send func(ctx context.Context, opts metav1.DeleteOptions) error
 	// Get is the exact read of the object (a 404 is an error Get returns).
@@ -58,11 +69,13 @@ func (d *Delete) say(format string, args ...any) {
 // being deleted) is a conflict naming both versions; nothing is deleted.
 func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 	uid, rv := types.UID(d.UID), d.ResourceVersion
+	// The precondition points at rv: re-fencing (Unchanged) moves it.
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
 	if d.DryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	uncertain := false // an earlier send's outcome is unknown: it may have deleted
+	moves := 0         // re-fenced on a newer resourceVersion judged Unchanged
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := d.Send(ctx, opts)
@@ -105,6 +118,15 @@ func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 			return Recreated, nil
 		case cur.GetDeletionTimestamp() != nil && !d.DryRun:
 			return Deleted, nil // terminating: our delete (or an equal one) was accepted
+		case cur.GetResourceVersion() != rv && d.Unchanged != nil && d.Unchanged(cur):
+			if moves++; moves > rejudges {
+				return "", fail.Errorf(fail.Unavailable, "delete %s: its status kept changing (resourceVersion %s now, what was reviewed unchanged) through %d fenced deletes: not deleted; rerun", d.What, cur.GetResourceVersion(), rejudges+1)
+			}
+			d.say("%s: resourceVersion %s now, not %s, but what was reviewed is unchanged (status or bookkeeping only): deleting fenced on the new one", d.What, cur.GetResourceVersion(), rv)
+			rv = cur.GetResourceVersion()
+			continue
+		case cur.GetResourceVersion() != rv && d.Unchanged != nil:
+			return "", fail.Errorf(fail.Conflict, "delete %s: changed since it was recorded (resourceVersion %s recorded, %s now; what the preflight reviewed differs): not deleted", d.What, d.ResourceVersion, cur.GetResourceVersion())
 		case cur.GetResourceVersion() != rv:
 			return "", fail.Errorf(fail.Conflict, "delete %s: changed since it was recorded (resourceVersion %s recorded, %s now): not deleted", d.What, rv, cur.GetResourceVersion())
 		case !unknown || attempt > resends || ctx.Err() != nil:

@@ -49,6 +49,9 @@ func checkRetiredList(kind string, pending bool, rs []receipts.Retired) error {
 		if (r.UID == "") != (r.ResourceVersion == "") {
 			return fmt.Errorf("retired[%d]: uid and resourceVersion must both be set, or both empty (absent at preflight)", i)
 		}
+		if err := receipts.CheckReviewedDigest(r); err != nil {
+			return fmt.Errorf("retired[%d].reviewedDigest: %v", i, err)
+		}
 	}
 	if err := inventory.CheckSortedUnique(retiredIDs(rs)); err != nil {
 		return fmt.Errorf("retired: %v", err)
@@ -69,6 +72,9 @@ func (o *Options) readRetired(ctx context.Context, ids []inventory.Identity) ([]
 			if u.GetDeletionTimestamp() != nil {
 				return nil, fail.Errorf(fail.Conflict, "retire: %s is already being deleted by someone else (uid %s): wait until it is gone, then preflight again", id, r.UID)
 			}
+			if r.ReviewedDigest, err = ReviewedDigest(u); err != nil {
+				return nil, fmt.Errorf("retire: %s: %w", id, err)
+			}
 		case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
 		default:
 			return nil, cas.Classify(cas.OpRead, "read "+id.String(), err)
@@ -78,12 +84,46 @@ func (o *Options) readRetired(ctx context.Context, ids []inventory.Identity) ([]
 	return out, nil
 }
 
+// reviewedDrop are the members ReviewedDigest leaves out: what the API
+// server and controllers change while nobody changes the object.
+var reviewedDrop = [][]string{{"status"}, {"metadata", "resourceVersion"}, {"metadata", "managedFields"}, {"metadata", "generation"}}
+
+// ReviewedDigest is the digest of an object as read from the API server,
+// less status, metadata.resourceVersion, metadata.managedFields and
+// metadata.generation: what a retire's preflight reviewed, and what must be
+// unchanged for apply to delete it (docs/ceremony.md §11.2).
+func ReviewedDigest(u *unstructured.Unstructured) (string, error) {
+	c := u.DeepCopy()
+	for _, f := range reviewedDrop {
+		unstructured.RemoveNestedField(c.Object, f...)
+	}
+	return inventory.DigestOf(inventory.DomainRetiredObject, c.Object)
+}
+
+// unchangedSince judges a later read of a retired object by the digest
+// its preflight recorded (nil for records written before the digest: then
+// any other resourceVersion is a change).
+func unchangedSince(digest string) func(metav1.Object) bool {
+	if digest == "" {
+		return nil
+	}
+	return func(cur metav1.Object) bool {
+		u, ok := cur.(*unstructured.Unstructured)
+		if !ok {
+			return false
+		}
+		d, err := ReviewedDigest(u)
+		return err == nil && d == digest
+	}
+}
+
 // deleteOf is the fenced delete of one recorded object.
 func (o *Options) deleteOf(r receipts.Retired, dryRun bool) *cas.Delete {
 	id := r.ID
 	return &cas.Delete{
 		What: id.String(), UID: r.UID, ResourceVersion: r.ResourceVersion, DryRun: dryRun, Say: o.say,
-		Send: func(ctx context.Context, opts metav1.DeleteOptions) error { return o.Cluster.Delete(ctx, id, opts) },
+		Unchanged: unchangedSince(r.ReviewedDigest),
+		Send:      func(ctx context.Context, opts metav1.DeleteOptions) error { return o.Cluster.Delete(ctx, id, opts) },
 		Get: func(ctx context.Context) (metav1.Object, error) {
 			u, err := o.Cluster.Get(ctx, id)
 			if meta.IsNoMatchError(err) {

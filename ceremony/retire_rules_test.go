@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
@@ -112,6 +114,9 @@ func TestRetiredListRules(t *testing.T) {
 		{"pending once committed", TransitionRetire, false, []receipts.Retired{{ID: a, UID: "u", ResourceVersion: "1", Outcome: "pending"}}, "outcome"},
 		{"uid without resourceVersion", TransitionRetire, true, []receipts.Retired{{ID: a, UID: "u", Outcome: "pending"}}, "both be set"},
 		{"absent but deleted", TransitionRetire, false, []receipts.Retired{{ID: a, Outcome: "deleted"}}, "absent at preflight"},
+		{"reviewed digest ok", TransitionRetire, true, []receipts.Retired{{ID: a, UID: "u", ResourceVersion: "1", ReviewedDigest: "sha256:" + strings.Repeat("0", 64), Outcome: "pending"}}, ""},
+		{"reviewed digest malformed", TransitionRetire, true, []receipts.Retired{{ID: a, UID: "u", ResourceVersion: "1", ReviewedDigest: "sha256:0", Outcome: "pending"}}, "retired[0].reviewedDigest"},
+		{"reviewed digest on an absent object", TransitionRetire, false, []receipts.Retired{{ID: a, ReviewedDigest: "sha256:" + strings.Repeat("0", 64), Outcome: "already absent"}}, "reviewedDigest"},
 		{"unsorted", TransitionRetire, true, []receipts.Retired{{ID: b, Outcome: "pending"}, {ID: a, Outcome: "pending"}}, "out of order"},
 		{"duplicate", TransitionRetire, true, []receipts.Retired{{ID: a, Outcome: "pending"}, {ID: a, Outcome: "pending"}}, ""},
 	}
@@ -248,5 +253,64 @@ func TestRetirePreflightRecord(t *testing.T) {
 		if _, err := ParsePreflight("r", data); fail.ClassOf(err) != fail.Invalid {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// ReviewedDigest leaves out exactly status, metadata.resourceVersion,
+// metadata.managedFields and metadata.generation: a change of any of those
+// keeps it, a change of anything else (spec, data, a label, an annotation,
+// an owner) moves it.
+func TestReviewedDigest(t *testing.T) {
+	base := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "ql3-batch", "namespace": "ns", "uid": "u1", "resourceVersion": "10", "generation": int64(1),
+				"labels": map[string]any{"qinglong.io/role": "worker"}, "managedFields": []any{map[string]any{"manager": "ql3"}}},
+			"spec":   map[string]any{"replicas": int64(0), "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "batch", "image": "pause"}}}}},
+			"status": map[string]any{"observedGeneration": int64(1)},
+		}}
+	}
+	want, err := ReviewedDigest(base())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(u *unstructured.Unstructured)
+		same bool
+	}{
+		{"status", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "NewReplicaSetAvailable", "status", "conditions")
+		}, true},
+		{"resourceVersion", func(u *unstructured.Unstructured) { u.SetResourceVersion("11") }, true},
+		{"managedFields", func(u *unstructured.Unstructured) { u.SetManagedFields(nil) }, true},
+		{"generation", func(u *unstructured.Unstructured) { u.SetGeneration(2) }, true},
+		{"spec", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(1), "spec", "replicas")
+		}, false},
+		{"container field", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "batch", "image": "other"}}, "spec", "template", "spec", "containers")
+		}, false},
+		{"label", func(u *unstructured.Unstructured) { u.SetLabels(nil) }, false},
+		{"annotation", func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"a": "b"}) }, false},
+		{"uid", func(u *unstructured.Unstructured) { u.SetUID("u2") }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u := base()
+			tt.edit(u)
+			got, err := ReviewedDigest(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == want) != tt.same {
+				t.Fatalf("digest after a %s change: same %v, want %v", tt.name, got == want, tt.same)
+			}
+			if fn := unchangedSince(want); fn(u) != tt.same {
+				t.Fatalf("unchangedSince after a %s change: %v, want %v", tt.name, !tt.same, tt.same)
+			}
+		})
+	}
+	if unchangedSince("") != nil {
+		t.Fatal("a record without a reviewed digest must keep the resourceVersion rule (nil judge)")
 	}
 }

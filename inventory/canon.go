@@ -23,6 +23,7 @@ const (
 	DomainHeadState       = canon.DomainHeadState
 	DomainHead            = canon.DomainHead
 	DomainReceipt         = canon.DomainReceipt
+	DomainRetiredObject   = canon.DomainRetiredObject
 )
 
 // DigestPrefix is prepended to every digest's hex value.

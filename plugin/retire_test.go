@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
@@ -275,5 +276,133 @@ func TestCLIRetireAbsentUnreadable(t *testing.T) {
 			}
 			mustRun(t, nil, "receipt", "audit", rdir)
 		})
+	}
+}
+
+// The retired ql3-batch Deployment moves after the preflight. When only its
+// status moved — kube-controller-manager's deployment controller recreates
+// the ReplicaSet someone deleted and records that in the Deployment's
+// status — what the preflight reviewed is unchanged: apply deletes it,
+// fenced on its UID and the resourceVersion it re-read. When another
+// client changed its spec, apply still exits 3 and deletes nothing.
+func TestCLIRetireStatusMoved(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		move  func(t *testing.T, ns string)
+		exit  int
+		stays bool
+	}{
+		{"status by the controller", recreateReplicaSet, 0, false},
+		{"spec by another client", func(t *testing.T, ns string) {
+			deps := cp.Clientset().AppsV1().Deployments(ns)
+			d, err := deps.Get(ctx, "ql3-batch", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Spec.Template.Spec.Containers[0].Args = []string{"--edited"}
+			if _, err := deps.Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, 3, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := controlNamespace(t)
+			base, v320 := retireReleases(t, ns)
+			work := t.TempDir()
+			rdir := filepath.Join(work, "receipts")
+			pf0 := filepath.Join(work, "install.json")
+			mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
+			mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+			pf := filepath.Join(work, "retire.json")
+			mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", pf)
+			var rec ceremony.PreflightRecord
+			if data, err := os.ReadFile(pf); err != nil || json.Unmarshal(data, &rec) != nil {
+				t.Fatalf("read the preflight record: %v", err)
+			}
+			recorded := ""
+			for _, r := range rec.Retired {
+				if r.ID.Name == "ql3-batch" {
+					recorded = r.ResourceVersion
+				}
+			}
+			tt.move(t, ns)
+			d, err := cp.Clientset().AppsV1().Deployments(ns).Get(ctx, "ql3-batch", metav1.GetOptions{})
+			if err != nil || recorded == "" || d.ResourceVersion == recorded {
+				t.Fatalf("ql3-batch at resourceVersion %q, recorded %q (%v): it did not move, the test proves nothing", d.ResourceVersion, recorded, err)
+			}
+			out, stderr, code := run(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir)
+			if code != tt.exit {
+				t.Fatalf("apply after ql3-batch's %s moved: exit %d, want %d\n%s\n%s", tt.name, code, tt.exit, out, stderr)
+			}
+			_, gerr := cp.Clientset().AppsV1().Deployments(ns).Get(ctx, "ql3-batch", metav1.GetOptions{})
+			if stays := gerr == nil; stays != tt.stays {
+				t.Fatalf("ql3-batch still exists: %v (%v), want %v", stays, gerr, tt.stays)
+			}
+			if tt.exit != 0 {
+				if !strings.Contains(stderr, "resourceVersion "+recorded+" recorded") || !strings.Contains(stderr, "what the preflight reviewed differs") {
+					t.Fatalf("the conflict does not name the recorded resourceVersion and the change:\n%s", stderr)
+				}
+				return
+			}
+			if !strings.Contains(out, "retired apps/v1/Deployment/"+ns+"/ql3-batch: deleted") {
+				t.Fatalf("apply output:\n%s", out)
+			}
+			deletes, err := cp.Writes(func(e testcluster.AuditEvent) bool {
+				return e.Verb == "delete" && e.ObjectRef.Namespace == ns && e.ObjectRef.Name == "ql3-batch" && e.ObjectRef.Resource == "deployments"
+			})
+			if err != nil || len(deletes) == 0 {
+				t.Fatalf("no delete of ql3-batch in the audit log (%v)", err)
+			}
+			last := deletes[len(deletes)-1]
+			if last.ResponseStatus.Code != http.StatusOK || !strings.Contains(string(last.RequestObject), `"uid":"`+string(d.UID)+`"`) || !strings.Contains(string(last.RequestObject), `"resourceVersion":"`+d.ResourceVersion+`"`) {
+				t.Fatalf("the delete that removed ql3-batch (%d) was not fenced on its uid and the resourceVersion re-read (%s): %s", last.ResponseStatus.Code, d.ResourceVersion, last.RequestObject)
+			}
+			mustRun(t, nil, "receipt", "audit", rdir)
+		})
+	}
+}
+
+// recreateReplicaSet deletes ql3-batch's ReplicaSet and waits until the
+// deployment controller has made a new one and recorded it in the
+// Deployment's status (Progressing: NewReplicaSetAvailable again): the
+// Deployment's resourceVersion moved, its spec and metadata did not.
+func recreateReplicaSet(t *testing.T, ns string) {
+	ctx := context.Background()
+	rss := cp.Clientset().AppsV1().ReplicaSets(ns)
+	deps := cp.Clientset().AppsV1().Deployments(ns)
+	before, err := deps.Get(ctx, "ql3-batch", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := rss.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ql3-batch"})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("ql3-batch's ReplicaSets: %v (%v), want one", list, err)
+	}
+	old := list.Items[0]
+	if err := rss.Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		rs, err := rss.Get(ctx, old.Name, metav1.GetOptions{})
+		if err != nil || rs.UID == old.UID {
+			return false, nil
+		}
+		d, err := deps.Get(ctx, "ql3-batch", metav1.GetOptions{})
+		if err != nil || d.ResourceVersion == before.ResourceVersion {
+			return false, nil
+		}
+		for _, c := range d.Status.Conditions {
+			// The controller records the new ReplicaSet first as
+			// NewReplicaSetCreated, then as available: seen after a move,
+			// the second update is done.
+			if c.Type == "Progressing" && c.Reason == "NewReplicaSetAvailable" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the deployment controller did not recreate ql3-batch's ReplicaSet and record it: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package receipts
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -399,6 +400,9 @@ func checkRetired(kind string, rs []Retired) error {
 		case x.UID == "" && x.Outcome != OutcomeAlreadyAbsent && x.Outcome != OutcomeLeftRecreated:
 			return fieldErr(f+".outcome", "%q for an object recorded absent at preflight; want %q or %q", x.Outcome, OutcomeAlreadyAbsent, OutcomeLeftRecreated)
 		}
+		if err := CheckReviewedDigest(x); err != nil {
+			return fieldErr(f+".reviewedDigest", "%v", err)
+		}
 		ids[i] = x.ID
 	}
 	if err := canon.CheckSortedUnique(ids); err != nil {
@@ -592,6 +596,22 @@ func jsonText(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// CheckReviewedDigest checks x.reviewedDigest wherever a retired entry is
+// read (preflight record, Head, receipt): optional (records written before
+// it existed lack it), a digest when present, and only on an object the
+// preflight read (a uid).
+func CheckReviewedDigest(x Retired) error {
+	switch {
+	case x.ReviewedDigest == "":
+		return nil
+	case x.UID == "":
+		return errors.New("is set on an object recorded absent at preflight")
+	case !canon.IsDigest(x.ReviewedDigest):
+		return fmt.Errorf("%q is not a digest", x.ReviewedDigest)
+	}
+	return nil
 }
 
 // CheckRetired checks a committed retired list as a receipt of kind would

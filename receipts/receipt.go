@@ -43,7 +43,13 @@ type Retired struct {
 	ID              canon.Identity `json:"id"`
 	UID             string         `json:"uid"`
 	ResourceVersion string         `json:"resourceVersion"`
-	Outcome         string         `json:"outcome"`
+	// ReviewedDigest is the digest of the object as the preflight read it,
+	// less what controllers and the API server change without anyone
+	// changing the object (docs/ceremony.md §11.2): apply deletes it only
+	// while this digest still holds. Empty when absent at preflight, and
+	// in records written before it existed.
+	ReviewedDigest string `json:"reviewedDigest,omitempty"`
+	Outcome        string `json:"outcome"`
 }
 
 // Outcomes of a retired object.

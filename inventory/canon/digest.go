@@ -34,6 +34,7 @@ const (
 	DomainHeadState       = "head-state"
 	DomainHead            = "head"
 	DomainReceipt         = "receipt"
+	DomainRetiredObject   = "retired-object"
 )
 
 // DigestPrefix is prepended to every digest's hex value.
