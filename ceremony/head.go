@@ -53,8 +53,9 @@ type Head struct {
 	Tool                  receipts.Tool        `json:"tool"`
 	Steps                 receipts.Steps       `json:"steps"`
 	PreviousReceiptDigest string               `json:"previousReceiptDigest"`
-	// Retired, on a retire only, lists the objects it removes: UID and
-	// resourceVersion as the preflight read them, outcome "pending" while
+	// Retired, on a retire only, lists the objects it removes: UID,
+	// resourceVersion and reviewed digest as the preflight read them,
+	// outcome "pending" while
 	// applying and the final outcome once committed. Absent (omitted) on
 	// every other transition, whose head.json is unchanged by retirement.
 	Retired          []receipts.Retired `json:"retired,omitempty"`

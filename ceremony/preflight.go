@@ -63,9 +63,10 @@ type PreflightRecord struct {
 	// DiffDigest, set by preflight --diff only, is the digest of the
 	// change list the operator was shown (docs/head.md, "diffDigest").
 	DiffDigest string `json:"diffDigest,omitempty"`
-	// Retired, on a retire only, lists each retired object with the UID
-	// and resourceVersion preflight read (both empty: absent), outcome
-	// "pending" (docs/ceremony.md §11). Omitted on other transitions.
+	// Retired, on a retire only, lists each retired object with the UID,
+	// resourceVersion and reviewed digest preflight read (all empty:
+	// absent), outcome "pending" (docs/ceremony.md §11). Omitted on other
+	// transitions.
 	Retired    []receipts.Retired `json:"retired,omitempty"`
 	SelfDigest string             `json:"selfDigest"`
 }

@@ -66,6 +66,12 @@ func TestRetireReceiptRules(t *testing.T) {
 		{"left changed", retiring(base, "3.2.0", 1).with(func(r *Receipt) { r.Retired[0].Outcome = OutcomeLeftChanged }), ""},
 		{"absent at preflight but deleted", retiring(base, "3.2.0", 1).with(func(r *Receipt) { r.Retired[0].UID, r.Retired[0].ResourceVersion = "", "" }), "absent at preflight"},
 		{"uid without resourceVersion", retiring(base, "3.2.0", 1).with(func(r *Receipt) { r.Retired[0].ResourceVersion = "" }), "both be set"},
+		{"reviewed digest", retiring(base, "3.2.0", 1).with(func(r *Receipt) { r.Retired[0].ReviewedDigest = canon.DigestBytes("example", nil) }), ""},
+		{"reviewed digest malformed", retiring(base, "3.2.0", 1).with(func(r *Receipt) { r.Retired[0].ReviewedDigest = "sha256:00" }), `"retired[0].reviewedDigest"`},
+		{"reviewed digest on an absent object", retiring(base, "3.2.0", 1).with(func(r *Receipt) {
+			r.Retired[0].UID, r.Retired[0].ResourceVersion, r.Retired[0].Outcome = "", "", OutcomeAlreadyAbsent
+			r.Retired[0].ReviewedDigest = canon.DigestBytes("example", nil)
+		}), "recorded absent at preflight"},
 		{"pending outcome", retiring(base, "3.2.0", 1).with(func(r *Receipt) { r.Retired[0].Outcome = OutcomePending }), `"pending" is not`},
 		{"empty retired", retiring(base, "3.2.0", 1).with(func(r *Receipt) { r.Retired = []Retired{} }), "missing or empty"},
 		{"retired on an upgrade", following(base, KindUpgrade, "3.2.0").with(func(r *Receipt) {
