@@ -126,7 +126,7 @@ func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 			rv = cur.GetResourceVersion()
 			continue
 		case cur.GetResourceVersion() != rv && d.Unchanged != nil:
-			return "", fail.Errorf(fail.Conflict, "delete %s: changed since it was recorded (resourceVersion %s recorded, %s now; what the preflight reviewed differs): not deleted", d.What, d.ResourceVersion, cur.GetResourceVersion())
+			return "", fail.Errorf(fail.Conflict, "delete %s: changed since it was recorded (resourceVersion %s recorded, %s now; what was reviewed changed): not deleted", d.What, d.ResourceVersion, cur.GetResourceVersion())
 		case cur.GetResourceVersion() != rv:
 			return "", fail.Errorf(fail.Conflict, "delete %s: changed since it was recorded (resourceVersion %s recorded, %s now): not deleted", d.What, rv, cur.GetResourceVersion())
 		case !unknown || attempt > resends || ctx.Err() != nil:

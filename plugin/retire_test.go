@@ -340,7 +340,7 @@ func TestCLIRetireStatusMoved(t *testing.T) {
 				t.Fatalf("ql3-batch still exists: %v (%v), want %v", stays, gerr, tt.stays)
 			}
 			if tt.exit != 0 {
-				if !strings.Contains(stderr, "resourceVersion "+recorded+" recorded") || !strings.Contains(stderr, "what the preflight reviewed differs") {
+				if !strings.Contains(stderr, "resourceVersion "+recorded+" recorded") || !strings.Contains(stderr, "what was reviewed changed") {
 					t.Fatalf("the conflict does not name the recorded resourceVersion and the change:\n%s", stderr)
 				}
 				return
