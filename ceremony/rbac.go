@@ -2,7 +2,6 @@ package ceremony
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -18,8 +17,17 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
-// RBACName is the name of every Role, ClusterRole and binding `rbac` prints.
-const RBACName = "kubectl-ql3-deployer"
+// RBACPrefix starts the name of every Role, ClusterRole and binding `rbac`
+// prints.
+const RBACPrefix = "kubectl-ql3-deployer"
+
+// RBACRoleName names the Roles (one in each namespace of the release) and
+// the ClusterRole that `rbac` prints for the release whose Head is in
+// controlNS: RBACPrefix + ":" + controlNS. A release is its control
+// namespace (one Head there), so two releases' roles never share a name,
+// and a newer print of the same release replaces its own. The bindings are
+// named by cas.BindingName (role name and subject).
+func RBACRoleName(controlNS string) string { return RBACPrefix + ":" + controlNS }
 
 // RBACSubject optionally binds the roles to a user or group.
 type RBACSubject = cas.Subject
@@ -145,6 +153,7 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 		return out
 	}
 	var out []any
+	roleName := RBACRoleName(controlNS)
 	if _, ok := namespaced[controlNS]; !ok {
 		namespaced[controlNS] = map[key][]string{}
 	}
@@ -164,22 +173,21 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 		}
 		out = append(out, &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: metav1.ObjectMeta{Name: RBACName, Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: roleName, Namespace: ns},
 			Rules:      r,
 		})
-		if b := cas.Binding(subj, RBACName, ns, nil); b != nil {
+		if b := cas.Binding(subj, roleName, ns, nil); b != nil {
 			out = append(out, b)
 		}
 	}
-	clusterName := fmt.Sprintf("%s:%s", RBACName, controlNS)
 	out = append(out, &rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{Name: clusterName},
+		ObjectMeta: metav1.ObjectMeta{Name: roleName},
 		Rules: append([]rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
 		}, rules(cluster, extra[""])...),
 	})
-	if b := cas.Binding(subj, clusterName, "", nil); b != nil {
+	if b := cas.Binding(subj, roleName, "", nil); b != nil {
 		out = append(out, b)
 	}
 	return out, nil

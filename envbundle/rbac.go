@@ -1,6 +1,8 @@
 package envbundle
 
 import (
+	"fmt"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -9,8 +11,9 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
-// RolePrefix starts the name of the publisher's Role and RoleBinding of
-// one bundle: RolePrefix + the bundle Secret's name.
+// RolePrefix starts the name of the publisher's Role of one bundle:
+// RolePrefix + the bundle Secret's name. Its RoleBinding's name adds the
+// subject's hash (cas.BindingName).
 const RolePrefix = "ql3-env-bundle-"
 
 // AnnotationNote explains, on the printed Role, what RBAC cannot limit.
@@ -33,11 +36,15 @@ func Needs(ns, name string) []cas.Access {
 // Subject is whom RBAC binds the Role to (both empty: no binding).
 type Subject = cas.Subject
 
-// RoleName is the name of the Role of bundle name; invalid when too long.
+// RoleName is the name of the Role of bundle name; invalid when too long
+// for its binding's name (cas.MaxRoleName).
 func RoleName(name string) (string, error) {
 	r := RolePrefix + name
 	if errs := validation.IsDNS1123Subdomain(r); len(errs) > 0 {
 		return "", fail.Errorf(fail.Invalid, "--name %q: the Role name %q is not valid: %s", name, r, errs[0])
+	}
+	if err := cas.CheckRoleName(fmt.Sprintf("--name %q", name), r); err != nil {
+		return "", err
 	}
 	return r, nil
 }

@@ -7,7 +7,9 @@ import (
 	"github.com/qinglong/kubectl-ql3/cas"
 )
 
-// RoleName names the publisher's Role and RoleBinding.
+// RoleName names the publisher's Role (one per namespace: it grants the
+// same to every publisher there); its RoleBinding's name adds the
+// subject's hash (cas.BindingName).
 const RoleName = "ql3-keyset-publisher"
 
 // AnnotationNote explains, on the printed Role, what RBAC cannot limit.

@@ -332,7 +332,7 @@ func TestLeastPrivilege(t *testing.T) {
 	grant(v310, second, func(y string) string {
 		return strings.Replace(y, "- get\n  - update\n", "- get\n", 1)
 	})
-	role, err := cp.Clientset().RbacV1().Roles(ns).Get(context.Background(), "kubectl-ql3-deployer", metav1.GetOptions{})
+	role, err := cp.Clientset().RbacV1().Roles(ns).Get(context.Background(), ceremony.RBACRoleName(ns), metav1.GetOptions{})
 	if err != nil || slices.Contains(role.Rules[0].Verbs, "update") {
 		t.Fatalf("the Head's update was not removed: %+v %v", role, err)
 	}

@@ -18,7 +18,7 @@ import (
 func pkgRBACUser(t *testing.T, ns, f, name, drop string) (string, []string) {
 	t.Helper()
 	user := name + "-" + ns
-	applyRBACList(t, mustRun(t, nil, "package", "rbac", "--intent", f, "--bind-user", user, "-o", "json"), user, drop)
+	applyRBACList(t, mustRun(t, nil, "package", "rbac", "--intent", f, "--bind-user", user, "-o", "json"), drop)
 	kc, err := cp.Kubeconfig(user)
 	if err != nil {
 		t.Fatal(err)

@@ -19,10 +19,10 @@ import (
 )
 
 // applyRBACList applies a `-o json` List printed by `worker rbac` or
-// `package rbac` with the control plane's kubectl, as the admin. The
-// ClusterRoleBinding (a fixed name) is renamed with suffix so that each
-// test's user keeps its own; drop removes that verb from every Role rule.
-func applyRBACList(t *testing.T, list, suffix, drop string) {
+// `package rbac` with the control plane's kubectl, as the admin, as
+// printed (each user's binding has a name of its own); drop removes that
+// verb from every Role rule.
+func applyRBACList(t *testing.T, list, drop string) {
 	t.Helper()
 	var l struct {
 		APIVersion string           `json:"apiVersion"`
@@ -36,9 +36,7 @@ func applyRBACList(t *testing.T, list, suffix, drop string) {
 	for _, it := range l.Items {
 		switch it["kind"] {
 		case "ClusterRoleBinding":
-			md := it["metadata"].(map[string]any)
-			md["name"] = md["name"].(string) + "-" + suffix
-			name := md["name"].(string)
+			name := it["metadata"].(map[string]any)["name"].(string)
 			t.Cleanup(func() {
 				_ = cp.Clientset().RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 			})
@@ -205,7 +203,7 @@ func TestWorkerCLIRBACAudit(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("worker rbac: exit %d\n%s", code, stderr)
 	}
-	applyRBACList(t, out, ns, "")
+	applyRBACList(t, out, "")
 	kc, err := cp.Kubeconfig(user)
 	if err != nil {
 		t.Fatal(err)

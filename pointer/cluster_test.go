@@ -549,8 +549,6 @@ func grantIn(t *testing.T, ns string, in intent.Intent, user, drop string) {
 			if drop == "get-namespace" {
 				continue
 			}
-			o = o.DeepCopy()
-			o.Name += "-" + user
 			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
 			t.Cleanup(func() {
 				_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), o.Name, metav1.DeleteOptions{})

@@ -8,10 +8,12 @@ import (
 	"github.com/qinglong/kubectl-ql3/formats/intent"
 )
 
-// RolePrefix starts the Role's name: RolePrefix + the pointer's name.
+// RolePrefix starts the Role's name: RolePrefix + the pointer's name. The
+// bindings' names add the subject's hash (cas.BindingName).
 const RolePrefix = "ql3-package-"
 
-// ClusterRoleName is the ClusterRole that reads the cluster identity.
+// ClusterRoleName is the ClusterRole that reads the cluster identity: the
+// same for every pointer, so one name.
 const ClusterRoleName = "ql3-package-cluster-identity"
 
 // AnnotationNote explains, on the printed Role, what RBAC cannot limit.

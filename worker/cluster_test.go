@@ -562,10 +562,10 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 	// Without the Deployment update permission, nothing is written at all.
-	if err := cs.RbacV1().Roles(ns).Delete(ctx, RoleName, metav1.DeleteOptions{}); err != nil {
+	short := objs[0].(*rbacv1.Role).DeepCopy()
+	if err := cs.RbacV1().Roles(ns).Delete(ctx, short.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	short := objs[0].(*rbacv1.Role).DeepCopy()
 	short.ResourceVersion = ""
 	short.Rules[2].Verbs = []string{"get"}
 	if _, err := cs.RbacV1().Roles(ns).Create(ctx, short, metav1.CreateOptions{}); err != nil {

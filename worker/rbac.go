@@ -9,8 +9,22 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
-// RoleName names the Roles, the ClusterRole and their bindings.
+// RoleName names the Role in the stage namespace and the ClusterRole: they
+// grant the same to every Worker. The Role in the Worker's namespace names
+// its Deployment (DeploymentRoleName); bindings add the subject's hash
+// (cas.BindingName).
 const RoleName = "ql3-worker-credential-publisher"
+
+// DeploymentRoleName names the Role in the Worker's namespace, whose rules
+// name the Deployment: RoleName + ":" + deployment. Invalid when too long
+// for its binding's name (cas.MaxRoleName).
+func DeploymentRoleName(deployment string) (string, error) {
+	n := RoleName + ":" + deployment
+	if err := cas.CheckRoleName("--deployment", n); err != nil {
+		return "", err
+	}
+	return n, nil
+}
 
 // AnnotationNote explains, on a printed Role, what RBAC cannot limit.
 const AnnotationNote = "qinglong.io/note"
@@ -52,9 +66,13 @@ func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
 	if stageNS == "" || stageNS == ns {
 		return nil, fail.Errorf(fail.Invalid, "--stage-namespace: give a namespace of its own for the stage Secrets (not %q): the stage rules (list, and get/delete of per-delivery names) cannot be limited by name, and in the Worker's namespace they would reach %s", ns, delivery.IdentitySecret)
 	}
+	depRole, err := DeploymentRoleName(deployment)
+	if err != nil {
+		return nil, err
+	}
 	labels := map[string]string{LabelManagedBy: ManagedBy}
-	meta := func(n string, note string) metav1.ObjectMeta {
-		m := metav1.ObjectMeta{Name: RoleName, Namespace: n, Labels: labels}
+	meta := func(name, n, note string) metav1.ObjectMeta {
+		m := metav1.ObjectMeta{Name: name, Namespace: n, Labels: labels}
 		if note != "" {
 			m.Annotations = map[string]string{AnnotationNote: note}
 		}
@@ -62,7 +80,7 @@ func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
 	}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: meta(ns, CreateNote),
+		ObjectMeta: meta(depRole, ns, CreateNote),
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{delivery.SecretName}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
@@ -71,7 +89,7 @@ func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
 	}
 	stage := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: meta(stageNS, StageNote),
+		ObjectMeta: meta(RoleName, stageNS, StageNote),
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}},
 		},
@@ -84,8 +102,8 @@ func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
 		},
 	}
 	out := []any{role, stage, cluster}
-	for _, n := range []string{ns, stageNS, ""} { // the two Roles, then the ClusterRole
-		if b := cas.Binding(sub, RoleName, n, labels); b != nil {
+	for _, r := range []struct{ name, ns string }{{depRole, ns}, {RoleName, stageNS}, {RoleName, ""}} { // the two Roles, then the ClusterRole
+		if b := cas.Binding(sub, r.name, r.ns, labels); b != nil {
 			out = append(out, b)
 		}
 	}

@@ -133,3 +133,20 @@ func TestRBAC(t *testing.T) {
 		}
 	}
 }
+
+// The Role in the Worker's namespace names its Deployment (another
+// Worker's print must not replace it); a name too long to bind is invalid
+// input naming --deployment.
+func TestRBACRoleNames(t *testing.T) {
+	a, _ := RBAC("ns", "stages", "worker-a", Subject{User: "u"})
+	b, _ := RBAC("ns", "stages", "worker-b", Subject{User: "u"})
+	if ra, rb := a[0].(*rbacv1.Role).Name, b[0].(*rbacv1.Role).Name; ra != RoleName+":worker-a" || ra == rb {
+		t.Fatalf("Roles in the Worker namespace: %q and %q", ra, rb)
+	}
+	if ba, bb := a[3].(*rbacv1.RoleBinding), b[3].(*rbacv1.RoleBinding); ba.Name == bb.Name || ba.RoleRef.Name != a[0].(*rbacv1.Role).Name {
+		t.Fatalf("RoleBindings %q and %q", ba.Name, bb.Name)
+	}
+	if _, err := RBAC("ns", "stages", strings.Repeat("a", 253), Subject{}); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "--deployment") {
+		t.Fatalf("a Deployment name too long for its Role: %v", err)
+	}
+}
