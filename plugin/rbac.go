@@ -47,7 +47,11 @@ trade-off for a faster read-back of large releases (docs/head.md §6).
 
 No "delete" is granted, except with --retire-from DIR_OLD (the deployed
 release a retire to DIR starts from): then get and delete on exactly the
-objects DIR_OLD has and DIR has not, by name (docs/ceremony.md §11).`,
+objects DIR_OLD has and DIR has not, by name (docs/ceremony.md §11).
+
+The roles are named after the release (kubectl-ql3-deployer:CONTROL_NS), each
+binding after its role and a hash of its subjects: prints for other users or
+releases add objects and never rewrite these (docs/ceremony.md §12).`,
 		Example: `  kubectl ql3 rbac ./release --bind-user ci-deployer | kubectl apply -f -
   kubectl ql3 rbac ./release-3.2.0 --retire-from ./release-3.1.0 --bind-user ci-deployer`,
 		Args: exactArgs(1),
