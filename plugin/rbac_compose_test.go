@@ -69,13 +69,14 @@ func TestRBACPrintsCompose(t *testing.T) {
 		}, nil},
 		{"keyset rbac", []rbacPrint{
 			{u("keys1"), []string{"keyset", "rbac", "-n", nsA}},
-			{u("keys2"), []string{"keyset", "rbac", "-n", nsA}},
+			{u("keys2"), []string{"keyset", "rbac", "-n", nsA}}, // a second publisher in one namespace
 			{u("keys3"), []string{"keyset", "rbac", "-n", nsB}},
 		}, nil},
 		{"env-bundle rbac", []rbacPrint{
 			{u("env1"), []string{"env-bundle", "rbac", "-n", nsA, "--name", "task-1-env"}},
 			{u("env2"), []string{"env-bundle", "rbac", "-n", nsA, "--name", "task-2-env"}},
 			{u("env3"), []string{"env-bundle", "rbac", "-n", nsB, "--name", "task-1-env"}},
+			{u("env4"), []string{"env-bundle", "rbac", "-n", nsA, "--name", "task-1-env"}}, // a second publisher of one bundle
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
