@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -196,7 +197,7 @@ func requireGranted(t *testing.T, user string, printed []*unstructured.Unstructu
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	asked := 0
+	asked, lost := 0, []string(nil)
 	for _, u := range printed {
 		if u.GetKind() != "Role" && u.GetKind() != "ClusterRole" {
 			continue
@@ -214,7 +215,7 @@ func requireGranted(t *testing.T, user string, printed []*unstructured.Unstructu
 				for _, name := range names {
 					ra := authorizationv1.ResourceAttributes{Verb: verb, Group: r.APIGroups[0], Resource: r.Resources[0], Namespace: u.GetNamespace(), Name: name}
 					if !allowedBy(t, cs, ra, deadline) {
-						t.Errorf("%s lost %s %s/%s %q in %q (granted by %s %s)", user, verb, ra.Group, ra.Resource, name, ra.Namespace, u.GetKind(), u.GetName())
+						lost = append(lost, fmt.Sprintf("%s %s/%s %q in %q (granted by %s %s)", verb, ra.Group, ra.Resource, name, ra.Namespace, u.GetKind(), u.GetName()))
 					}
 					asked++
 				}
@@ -223,6 +224,9 @@ func requireGranted(t *testing.T, user string, printed []*unstructured.Unstructu
 	}
 	if asked == 0 {
 		t.Fatalf("%s: the print grants nothing: the test would prove nothing", user)
+	}
+	if len(lost) > 0 {
+		t.Errorf("%s lost %d of the %d permissions its print granted, first %s", user, len(lost), asked, lost[0])
 	}
 }
 
