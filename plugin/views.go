@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/receipts"
 	"github.com/qinglong/kubectl-ql3/views"
 )
 
@@ -310,6 +312,7 @@ func (o *historyOptions) Run(ctx context.Context) error {
 func printHistory(w io.Writer, rep *views.HistoryReport) {
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "GEN\tTRANSITION\tVERSION\tWHEN\tTOOL\tOBJECTS\tADDED\tRETIRED\tSIGNED BY\tVERDICT\t")
+	dash := func(s string) string { return cmp.Or(s, "-") }
 	for _, e := range rep.Entries {
 		added, retired := "?", "?"
 		if e.PreviousKnown {
@@ -319,26 +322,34 @@ func printHistory(w io.Writer, rep *views.HistoryReport) {
 		if e.SignatureKey != "" {
 			key = shortDigest(e.SignatureKey) + " (" + e.Signature + ")"
 		}
-		gen := fmt.Sprint(e.Generation)
+		gen, objects := "-", "-"
+		if e.Generation > 0 {
+			gen = fmt.Sprint(e.Generation)
+		}
+		if e.ToolVersion != "" {
+			objects = fmt.Sprint(e.Inventory)
+		}
 		if e.AtHead {
 			gen += " *"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", gen, e.Transition, e.Version, e.When, e.ToolVersion, e.Inventory, added, retired, key, e.Verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", gen, dash(e.Transition), dash(e.Version), dash(e.When), dash(e.ToolVersion), objects, added, retired, key, e.Verdict)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "chain: %s", rep.Chain.Verdict)
-	if len(rep.Chain.Reasons) > 0 {
-		fmt.Fprintf(w, ": %s", strings.Join(rep.Chain.Reasons, "; "))
+	for _, e := range rep.Entries {
+		if e.Verdict != receipts.VerdictOK {
+			fmt.Fprintf(w, "%s: %s: %s\n", filepath.Base(e.File), e.Verdict, strings.Join(e.Reasons, "; "))
+		}
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "chain: %s\n", rep.Chain.Verdict)
+	for _, r := range rep.Chain.Reasons {
+		fmt.Fprintf(w, "  - %s\n", r)
+	}
 	if h := rep.Head; h != nil {
-		fmt.Fprintf(w, "head: %s at generation %d (%s), marked *\n", h.Namespace, h.Generation, h.Phase)
-		for _, g := range h.MissingLocally {
-			fmt.Fprintf(w, "missing locally: generation %d (the Head has passed it)\n", g)
+		mark := "marked *"
+		if !h.Marked {
+			mark = "no receipt here is the Head's"
 		}
-		for _, m := range h.Mismatches {
-			fmt.Fprintf(w, "mismatch: %s\n", m)
-		}
+		fmt.Fprintf(w, "head: %s at generation %d (%s), %s\n", h.Namespace, h.Generation, h.Phase, mark)
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -74,6 +76,9 @@ type ReceiptVerdict struct {
 	SignatureKey string   `json:"signatureKey,omitempty"`
 	Verdict      string   `json:"verdict"`
 	Reasons      []string `json:"reasons,omitempty"`
+	// Receipt is the receipt parsed from the very bytes audited (one
+	// bounded read); nil when they did not parse. Not printed.
+	Receipt *Receipt `json:"-"`
 }
 
 // ChainVerdict covers the receipts taken together.
@@ -113,13 +118,14 @@ func Audit(paths []string, opts AuditOptions) (*Report, error) {
 	var parsed []audited
 	for _, path := range set.receipts {
 		row, r := auditFile(path, opts.TrustedKeys)
+		row.Receipt = r
 		rep.Receipts = append(rep.Receipts, row)
 		if r != nil {
 			parsed = append(parsed, audited{path: path, r: r})
 		}
 	}
 	slices.SortStableFunc(parsed, func(a, b audited) int { return cmp.Compare(a.r.Generation, b.r.Generation) })
-	rep.Chain = checkChain(parsed, opts.BaseGeneration)
+	rep.Chain = checkChain(parsed, opts.BaseGeneration, unverified(rep.Receipts))
 	have := map[string]bool{}
 	for _, path := range set.receipts {
 		have[absPath(path)] = true
@@ -307,9 +313,23 @@ func readLimited(path string) ([]byte, error) {
 	return data, nil
 }
 
+// unverified maps the generation a receipt file's name claims to the file,
+// for the files that did not parse: a gap in the chain may be one of them.
+func unverified(rows []ReceiptVerdict) map[int64]string {
+	out := map[int64]string{}
+	for _, row := range rows {
+		prefix, _, ok := strings.Cut(filepath.Base(row.File), "-")
+		if g, err := strconv.ParseInt(prefix, 10, 64); row.Receipt == nil && ok && err == nil && g > 0 {
+			out[g] = filepath.Base(row.File)
+		}
+	}
+	return out
+}
+
 // checkChain checks receipts sorted by generation as one history starting
-// at base (0 means 1).
-func checkChain(rs []audited, base int64) ChainVerdict {
+// at base (0 means 1); bad names the files, by the generation their names
+// claim, that did not parse, so that a gap one fills is not called missing.
+func checkChain(rs []audited, base int64, bad map[int64]string) ChainVerdict {
 	v := ChainVerdict{Verdict: VerdictOK}
 	failf := func(format string, args ...any) {
 		v.Verdict = VerdictFail
@@ -328,7 +348,7 @@ func checkChain(rs []audited, base int64) ChainVerdict {
 	v.Target = &target
 	switch {
 	case first.Generation > base:
-		failf("%s; the history starts at generation %d", missing(base, first.Generation-1), base)
+		failf("%s; the history starts at generation %d", gap(base, first.Generation-1, bad), base)
 	case first.Generation < base:
 		failf("generation %d precedes the first generation %d of the history", first.Generation, base)
 	case base > 1:
@@ -346,7 +366,7 @@ func checkChain(rs []audited, base int64) ChainVerdict {
 			failf("generation %d appears twice: %q and %q", c.Generation, prev.path, cur.path)
 			continue
 		case c.Generation != p.Generation+1:
-			failf("%s", missing(p.Generation+1, c.Generation-1))
+			failf("%s", gap(p.Generation+1, c.Generation-1, bad))
 			continue
 		}
 		if c.PreviousReceiptDigest != p.SelfDigest {
@@ -415,6 +435,27 @@ func identityList(ids []canon.Identity) string {
 		parts = append(parts, id.String())
 	}
 	return strings.Join(parts, ", ")
+}
+
+// gap describes generations from to to, which no parsed receipt holds:
+// missing, except those whose file is here but does not verify.
+func gap(from, to int64, bad map[int64]string) string {
+	var parts []string
+	next := from
+	for _, g := range slices.Sorted(maps.Keys(bad)) {
+		if g < from || g > to {
+			continue
+		}
+		if g > next {
+			parts = append(parts, missing(next, g-1))
+		}
+		parts = append(parts, fmt.Sprintf("generation %d is in %q, which does not verify (see its row)", g, bad[g]))
+		next = g + 1
+	}
+	if next <= to {
+		parts = append(parts, missing(next, to))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func missing(from, to int64) string {

@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -78,6 +79,11 @@ func TestAuditDetects(t *testing.T) {
 			_ = os.Remove(filepath.Join(dir, FileName(rs[2])))
 			_ = os.Remove(filepath.Join(dir, FileName(rs[3])))
 		}, AuditOptions{}, "generations 3 to 4 are missing"},
+		{"one byte of a receipt altered: named, not called missing", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, FileName(rs[2]))
+			data := mustRead(t, p)
+			_ = os.WriteFile(p, bytes.Replace(data, []byte(rs[2].Deployment.Version), []byte("9"+rs[2].Deployment.Version[1:]), 1), 0o644)
+		}, AuditOptions{}, `generation 3 is in "` + FileName(rs[2]) + `", which does not verify (see its row)`},
 		{"first removed", func(t *testing.T, dir string) {
 			_ = os.Remove(filepath.Join(dir, FileName(rs[0])))
 		}, AuditOptions{}, "generation 1 is missing; the history starts at generation 1"},

@@ -34,7 +34,10 @@ type HistoryEntry struct {
 	File          string               `json:"file"`
 	SelfDigest    string               `json:"selfDigest"`
 	Verdict       string               `json:"verdict"`
-	AtHead        bool                 `json:"atHead,omitempty"`
+	// Reasons are the audit's, for a receipt that failed it (as
+	// kubectl ql3 receipt audit reports them).
+	Reasons []string `json:"reasons,omitempty"`
+	AtHead  bool     `json:"atHead,omitempty"`
 }
 
 // HeadMark is where the cluster's Head is (history -n).
@@ -42,9 +45,12 @@ type HeadMark struct {
 	Namespace  string `json:"namespace"`
 	Generation int64  `json:"generation"`
 	Phase      string `json:"phase"`
-	// MissingLocally are generations the Head has passed (committed ones
-	// up to its own) whose receipt is not in the directory.
+	// MissingLocally are committed generations up to the Head's (those
+	// it has passed, and its own once committed) whose receipt is not in
+	// the directory.
 	MissingLocally []int64 `json:"missingLocally,omitempty"`
+	// Marked says whether a row is the Head's own receipt.
+	Marked bool `json:"marked"`
 	// Mismatches are local receipts that are not the ones the Head
 	// records (its own receipt, or its previousReceiptDigest).
 	Mismatches []string `json:"mismatches,omitempty"`
@@ -52,8 +58,10 @@ type HeadMark struct {
 
 // HistoryReport is what `kubectl ql3 history` prints.
 type HistoryReport struct {
-	Dir     string                `json:"dir"`
-	Verdict string                `json:"verdict"` // receipt audit's verdict, FAIL also when the Head flags a gap
+	Dir     string `json:"dir"`
+	Verdict string `json:"verdict"` // receipt audit's verdict, FAIL also when the Head flags a gap
+	// Chain is receipt audit's chain verdict, FAIL also (with the reason)
+	// when the Head shows a receipt missing or different here.
 	Chain   receipts.ChainVerdict `json:"chain"`
 	Entries []HistoryEntry        `json:"entries"`
 	Head    *HeadMark             `json:"head,omitempty"`
@@ -67,27 +75,23 @@ func (r *HistoryReport) Err() error {
 	if r.Verdict == receipts.VerdictOK {
 		return nil
 	}
-	var why []string
-	why = append(why, r.Chain.Reasons...)
+	why := slices.Clone(r.Chain.Reasons)
 	for _, e := range r.Entries {
 		if e.Verdict != receipts.VerdictOK {
-			why = append(why, fmt.Sprintf("%s: %s", filepath.Base(e.File), e.Verdict))
+			why = append(why, fmt.Sprintf("%s: %s", filepath.Base(e.File), strings.Join(e.Reasons, "; ")))
 		}
-	}
-	if r.Head != nil {
-		for _, g := range r.Head.MissingLocally {
-			why = append(why, fmt.Sprintf("generation %d, which the Head has passed, has no receipt here", g))
-		}
-		why = append(why, r.Head.Mismatches...)
 	}
 	return fail.Errorf(fail.Tamper, "history %s: the receipt chain does not verify: %s (fetch the missing receipts from where apply published them, or audit with kubectl ql3 receipt audit)", r.Dir, strings.Join(why, "; "))
 }
 
 // History lists the receipts of dir, verified first with receipts.Audit
 // (a broken chain is reported in the report and by Err, never hidden).
-// With head (read from the cluster by the caller), the Head's generation
-// is marked and receipts the Head has passed but dir lacks are flagged.
-// An unreadable or empty directory is invalid input.
+// Every row shows what the audit read and verified: each receipt file is
+// read once, bounded, by the audit, and nothing is read again. With head
+// (read from the cluster by the caller), the Head's generation is marked
+// and a committed generation up to the Head's that dir lacks (or holds a
+// different receipt of) fails the chain. An unreadable or empty directory
+// is invalid input.
 func History(dir string, head *ceremony.Head, ns string) (*HistoryReport, error) {
 	audit, err := receipts.Audit([]string{dir}, receipts.AuditOptions{})
 	if err != nil {
@@ -97,16 +101,15 @@ func History(dir string, head *ceremony.Head, ns string) (*HistoryReport, error)
 	byGen := map[int64]*receipts.Receipt{}
 	for _, row := range audit.Receipts {
 		e := HistoryEntry{File: row.File, Generation: row.Generation, Transition: row.Transition, Version: row.Version,
-			SelfDigest: row.SelfDigest, Signature: row.Signature, SignatureKey: row.SignatureKey, Verdict: row.Verdict}
+			SelfDigest: row.SelfDigest, Signature: row.Signature, SignatureKey: row.SignatureKey, Verdict: row.Verdict,
+			Reasons: row.Reasons}
 		if fi, err := os.Stat(row.File); err == nil {
 			e.When = fi.ModTime().UTC().Format(time.RFC3339)
 		}
-		if data, err := os.ReadFile(row.File); err == nil {
-			if r, err := receipts.Parse(data); err == nil {
-				e.ToolVersion, e.Inventory = r.Tool.Version, len(r.Inventory)
-				if _, dup := byGen[r.Generation]; !dup {
-					byGen[r.Generation] = r
-				}
+		if r := row.Receipt; r != nil {
+			e.ToolVersion, e.Inventory = r.Tool.Version, len(r.Inventory)
+			if _, dup := byGen[r.Generation]; !dup {
+				byGen[r.Generation] = r
 			}
 		}
 		rep.Entries = append(rep.Entries, e)
@@ -126,9 +129,6 @@ func History(dir string, head *ceremony.Head, ns string) (*HistoryReport, error)
 	}
 	if head != nil {
 		rep.Head = markHead(rep, head, ns, byGen)
-		if len(rep.Head.MissingLocally) > 0 || len(rep.Head.Mismatches) > 0 {
-			rep.Verdict = receipts.VerdictFail
-		}
 	}
 	slices.SortStableFunc(rep.Entries, func(a, b HistoryEntry) int {
 		return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.File, b.File))
@@ -136,6 +136,10 @@ func History(dir string, head *ceremony.Head, ns string) (*HistoryReport, error)
 	return rep, nil
 }
 
+// markHead marks the Head's receipt among rep's entries and fails the
+// chain (with a reason each) for every committed generation up to the
+// Head's whose receipt is not here, and for every receipt here that is
+// not the one the Head records.
 func markHead(rep *HistoryReport, h *ceremony.Head, ns string, byGen map[int64]*receipts.Receipt) *HeadMark {
 	m := &HeadMark{Namespace: ns, Generation: h.Generation, Phase: h.Phase}
 	last := h.Generation - 1
@@ -152,14 +156,26 @@ func markHead(rep *HistoryReport, h *ceremony.Head, ns string, byGen map[int64]*
 			m.Mismatches = append(m.Mismatches, fmt.Sprintf("the receipt of generation %d here is %s, but the Head records previousReceiptDigest %s", h.Generation-1, r.SelfDigest, h.PreviousReceiptDigest))
 		}
 	}
+	var why []string
 	for g := int64(1); g <= last; g++ {
-		if byGen[g] == nil {
-			m.MissingLocally = append(m.MissingLocally, g)
+		if byGen[g] != nil {
+			continue
 		}
+		m.MissingLocally = append(m.MissingLocally, g)
+		if g == h.Generation {
+			why = append(why, fmt.Sprintf("generation %d, at which the Head is committed, has no receipt here", g))
+		} else {
+			why = append(why, fmt.Sprintf("generation %d, which the Head has passed (it is at generation %d), has no receipt here", g, h.Generation))
+		}
+	}
+	why = append(why, m.Mismatches...)
+	if len(why) > 0 {
+		rep.Verdict, rep.Chain.Verdict = receipts.VerdictFail, receipts.VerdictFail
+		rep.Chain.Reasons = append(rep.Chain.Reasons, why...)
 	}
 	for i := range rep.Entries {
 		if rep.Entries[i].Generation == h.Generation && byGen[h.Generation] != nil && rep.Entries[i].SelfDigest == byGen[h.Generation].SelfDigest {
-			rep.Entries[i].AtHead = true
+			rep.Entries[i].AtHead, m.Marked = true, true
 		}
 	}
 	return m

@@ -110,9 +110,9 @@ func TestHistoryErr(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := &HistoryReport{Dir: "r", Verdict: receipts.VerdictFail, Chain: receipts.ChainVerdict{Reasons: []string{"generation 1 is missing"}},
-		Head: &HeadMark{MissingLocally: []int64{1}}}
+		Entries: []HistoryEntry{{File: "r/000002-upgrade-1.0.0.receipt.json", Verdict: receipts.VerdictFail, Reasons: []string{"selfDigest mismatch"}}}}
 	err := rep.Err()
-	if fail.ClassOf(err) != fail.Tamper || !strings.Contains(err.Error(), "generation 1 is missing") || !strings.Contains(err.Error(), "has no receipt here") {
+	if fail.ClassOf(err) != fail.Tamper || !strings.Contains(err.Error(), "generation 1 is missing") || !strings.Contains(err.Error(), "000002-upgrade-1.0.0.receipt.json: selfDigest mismatch") {
 		t.Fatalf("err %v", err)
 	}
 	if _, err := History(t.TempDir(), nil, ""); fail.ClassOf(err) != fail.Invalid {
