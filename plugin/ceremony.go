@@ -295,6 +295,10 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	}
 	if diff != nil {
 		diff.Namespace, diff.Version = res.Record.Target.Namespace, res.Record.Release.Version
+		// What the record's retire binds, as diff lists it.
+		for _, r := range res.Record.Retired {
+			diff.Retire = append(diff.Retire, views.WouldRetire{Object: r.ID, UID: r.UID, ResourceVersion: r.ResourceVersion})
+		}
 		if o.cf.output != "" && o.cf.output != outputName {
 			return o.cf.print(o.streams.Out, struct {
 				*ceremony.PreflightResult

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -267,4 +268,26 @@ func FuzzValidateOutput(f *testing.F) {
 			t.Fatalf("printObject(%q) = %v (class %v), want nil or invalid input", output, err, fail.ClassOf(err))
 		}
 	})
+}
+
+// diff's exit codes follow kubectl diff: 1 is differences only, so a
+// failure that fits no class is unavailable (4), never 1; a classed one
+// keeps its class.
+func TestDiffFailureNeverExitsOne(t *testing.T) {
+	plain := errors.New("write /dev/stdout: broken pipe")
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{plain, 4},
+		{fail.Wrap(fail.Invalid, plain), 2},
+		{fail.Wrap(fail.Tamper, plain), 5},
+	} {
+		if got := fail.ClassOf(diffFailure(tt.err)).ExitCode(); got != tt.want {
+			t.Errorf("%v: exit %d, want %d", tt.err, got, tt.want)
+		}
+	}
+	if diffFailure(nil) != nil || fail.ClassOf(diffFailure(errChanges)).ExitCode() != 1 {
+		t.Errorf("nil or differences changed")
+	}
 }

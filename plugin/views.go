@@ -24,8 +24,19 @@ import (
 )
 
 // errChanges is diff --exit-code's "there are changes": exit 1, as kubectl
-// diff and diff(1).
+// diff and diff(1). Every failure of diff is classed (exit 2 or more, see
+// diffFailure), so 1 always means differences.
 var errChanges = fail.Errorf(fail.Other, "diff: the release would change the cluster (--exit-code)")
+
+// diffFailure classes a failure of diff that fits no class as unavailable
+// (4): diff is read-only, the change list could not be decided, and a
+// rerun is safe. Exit 1 stays reserved for errChanges.
+func diffFailure(err error) error {
+	if err != nil && err != errChanges && fail.ClassOf(err) == fail.Other {
+		return fail.Wrap(fail.Unavailable, err)
+	}
+	return err
+}
 
 type diffOptions struct {
 	flags    *genericclioptions.ConfigFlags
@@ -48,10 +59,14 @@ one is shown as a unified diff of the live object and the dry-run result, with
 what the API server populates removed (managedFields, resourceVersion,
 generation, creationTimestamp, uid, status, the last-applied annotation).
 Secret values are never shown: a changed key reads "(value changed)".
-Nothing is written. Exit 0, or with --exit-code 1 when anything would change.`,
+When the namespace has a Head, the objects it deploys that the release no
+longer contains are listed as "would be retired", with the UID and
+resourceVersion a retire's preflight would record. Nothing is written.
+Exit 0, or with --exit-code 1 when anything would be created, changed or
+retired; a failure is always 2 or more (as kubectl diff).`,
 		Example: `  kubectl ql3 diff ./release
   kubectl ql3 diff ./release -o json     # the structured change list, for CI
-  kubectl ql3 diff ./release --exit-code # 0: no change, 1: changes
+  kubectl ql3 diff ./release --exit-code # 0: no change, 1: changes, >1: error
   kubectl ql3 diff ./release -o name     # the objects that would be created or changed`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,12 +74,12 @@ Nothing is written. Exit 0, or with --exit-code 1 when anything would change.`,
 			if err := o.cf.validate(); err != nil {
 				return err
 			}
-			return o.Run(cmd.Context())
+			return diffFailure(o.Run(cmd.Context()))
 		},
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&o.force, "force-conflicts", false, "dry-run as preflight --force-conflicts would apply")
-	fs.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when the release would create or change an object, 0 when not")
+	fs.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when the release would create, change or retire an object, 0 when not (a failure is always 2 or more)")
 	o.cf.add(fs, false)
 	registerOutputCompletion(cmd)
 	return cmd
@@ -87,12 +102,15 @@ func (o *diffOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.streams.ErrOut, "render: %s, %d objects\n", rep.Render, len(rep.Objects))
 	}
 	if o.cf.output == outputName {
-		// -o name: the objects that would be created or changed.
+		// -o name: the objects that would be created, changed or retired.
 		var ids []inventory.Identity
 		for _, ch := range rep.Objects {
 			if ch.Change != views.Unchanged {
 				ids = append(ids, ch.Object)
 			}
+		}
+		for _, r := range rep.Retire {
+			ids = append(ids, r.Object)
 		}
 		if err := printIdentityNames(o.streams.Out, ids); err != nil {
 			return err
@@ -115,12 +133,23 @@ func printDiff(w io.Writer, rep *views.DiffReport) {
 		}
 		fmt.Fprintf(w, "%-9s %s%s\n", ch.Change, ch.Object, note)
 	}
+	for _, r := range rep.Retire {
+		if r.UID == "" {
+			fmt.Fprintf(w, "would be retired %s (already absent)\n", r.Object)
+		} else {
+			fmt.Fprintf(w, "would be retired %s (uid %s resourceVersion %s)\n", r.Object, r.UID, r.ResourceVersion)
+		}
+	}
 	for _, ch := range rep.Objects {
 		if ch.Change == views.Changed {
 			fmt.Fprint(w, "\n", ch.Diff)
 		}
 	}
-	fmt.Fprintf(w, "\n%s %s: %d created, %d changed, %d unchanged (diff %s)\n", rep.Namespace, rep.Version, rep.Created, rep.Changed, rep.Unchanged, rep.Digest)
+	retire := ""
+	if len(rep.Retire) > 0 {
+		retire = fmt.Sprintf(", %d would be retired (only kubectl ql3 preflight --transition retire can apply this release)", len(rep.Retire))
+	}
+	fmt.Fprintf(w, "\n%s %s: %d created, %d changed, %d unchanged%s (diff %s)\n", rep.Namespace, rep.Version, rep.Created, rep.Changed, rep.Unchanged, retire, rep.Digest)
 }
 
 type statusOptions struct {

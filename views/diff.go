@@ -58,6 +58,16 @@ type ObjectChange struct {
 	Diff string `json:"diff,omitempty"`
 }
 
+// WouldRetire is an object the Head deploys and the release no longer
+// contains: the only transition that can apply the release, retire,
+// deletes it. UID and ResourceVersion are as preflight records them (the
+// object read now); both empty when it is already absent.
+type WouldRetire struct {
+	Object          inventory.Identity `json:"object"`
+	UID             string             `json:"uid,omitempty"`
+	ResourceVersion string             `json:"resourceVersion,omitempty"`
+}
+
 // DiffReport is the structured change list of `kubectl ql3 diff`.
 type DiffReport struct {
 	Schema    string         `json:"schema"`
@@ -67,6 +77,11 @@ type DiffReport struct {
 	Changed   int            `json:"changed"`
 	Unchanged int            `json:"unchanged"`
 	Objects   []ObjectChange `json:"objects"`
+	// Retire lists, when the namespace has a Head, the objects it deploys
+	// that the release no longer contains (sorted). Not part of Digest:
+	// a retire's preflight record binds them itself, with these UIDs and
+	// resourceVersions.
+	Retire []WouldRetire `json:"retire,omitempty"`
 	// Digest is the diff digest: DigestOf("diff", {schema, objects}).
 	Digest string `json:"digest"`
 	// Render says whether DiffRelease took the objects from the render
@@ -74,8 +89,9 @@ type DiffReport struct {
 	Render inventory.CacheUse `json:"-"`
 }
 
-// HasChanges reports whether any object would be created or changed.
-func (r *DiffReport) HasChanges() bool { return r.Created+r.Changed > 0 }
+// HasChanges reports whether any object would be created, changed or
+// retired.
+func (r *DiffReport) HasChanges() bool { return r.Created+r.Changed+len(r.Retire) > 0 }
 
 // DiffDigest is the digest of the change list: the canonical JSON of
 // {"schema": DiffSchema, "objects": objects} under the "diff" domain.
@@ -350,6 +366,9 @@ var _ Differ = ceremony.Cluster(nil)
 // from cache, exactly as preflight does: docs/render-cache.md; nil cache:
 // always render), verifies it against its lock, checks that c is the lock's cluster (a wrong --context is invalid
 // input, as in preflight) and diffs it. The lock's field manager is used.
+// When the lock's namespace has a Head (read and validated as every
+// command does: a tampered one is tamper), the objects it deploys that the
+// release does not contain are listed in Retire.
 func DiffRelease(ctx context.Context, c ceremony.Cluster, fsys filesys.FileSystem, dir string, opts inventory.Options, cache *rendercache.Cache, force bool, parallelism int) (*DiffReport, error) {
 	opts.Mapper = c.Mapper()
 	rel, lock, use, err := inventory.LoadReleaseCached(fsys, dir, opts, cache)
@@ -367,8 +386,36 @@ func DiffRelease(ctx context.Context, c ceremony.Cluster, fsys filesys.FileSyste
 		Objects: rel.Objects, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
 		FieldManager: lock.Tool.FieldManager, ForceConflicts: force, Parallelism: parallelism,
 	})
-	if rep != nil {
-		rep.Render = use
+	if err != nil {
+		return nil, err
 	}
+	rep.Render = use
+	h, err := ceremony.ReadHead(ctx, c, lock.Target.Namespace)
+	if err != nil || h == nil {
+		return rep, err
+	}
+	rep.Retire, err = WouldBeRetired(ctx, c, inventory.Missing(h.Current.Inventory, rel.Inventory))
 	return rep, err
+}
+
+// WouldBeRetired reads each of ids (GET) as a retire's preflight records
+// it: UID and resourceVersion, or neither when the object or its kind is
+// gone (404, or the kind no longer served). Any other failure is returned,
+// classified: an object that could not be read is never called absent.
+func WouldBeRetired(ctx context.Context, c Differ, ids []inventory.Identity) ([]WouldRetire, error) {
+	out := make([]WouldRetire, 0, len(ids))
+	for _, id := range ids {
+		w := WouldRetire{Object: id}
+		u, err := c.Get(ctx, id)
+		switch {
+		case err == nil:
+			w.UID, w.ResourceVersion = string(u.GetUID()), u.GetResourceVersion()
+		case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		default:
+			return nil, cas.Classify(cas.OpRead, "diff: read "+id.String(), err)
+		}
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b WouldRetire) int { return inventory.Compare(a.Object, b.Object) })
+	return out, nil
 }
