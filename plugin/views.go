@@ -155,6 +155,8 @@ func printDiff(w io.Writer, rep *views.DiffReport) {
 type statusOptions struct {
 	flags    *genericclioptions.ConfigFlags
 	streams  genericiooptions.IOStreams
+	release  string
+	secrets  secretFlags
 	output   string
 	watch    bool
 	interval time.Duration
@@ -169,13 +171,17 @@ func newCmdStatus(flags *genericclioptions.ConfigFlags, streams genericiooptions
 		Long: `Status reads the Head of the namespace (-n) and GETs every object of its
 inventory (no LIST): each is in-sync, missing (deleted by someone; never
 recreated here), drifted (another field manager now owns fields the deployer
-applied, from managedFields) or not-current (kstatus). A Head left applying
+applied, from managedFields; with --release, also fields the release sets
+that another client removed) or not-current (kstatus). Without --release a
+removed field is not seen (server-side apply leaves no trace of it), and
+the report says values were not compared. A Head left applying
 is shown with its mutation id, since when, and what resume would do.
 Exit 0 when in sync and Current; 3 when an object is missing or drifted or
 the Head is applying; 4 when objects are only not Current yet; 5 for a
 tampered Head; 2 when there is no Head. --watch reads again until everything
 is in sync and Current, or --timeout passes.`,
 		Example: `  kubectl ql3 status -n ql3-demo
+  kubectl ql3 status -n ql3-demo --release ./release   # also fields another client removed
   kubectl ql3 status -n ql3-demo -o json
   kubectl ql3 status -n ql3-demo --watch --timeout 10m   # until in sync and Current`,
 		Args: noArgs,
@@ -186,9 +192,17 @@ is in sync and Current, or --timeout passes.`,
 			if o.interval <= 0 || o.timeout <= 0 {
 				return fail.Errorf(fail.Invalid, "--interval and --timeout must be positive")
 			}
+			if o.release == "" && (o.secrets.allow || o.secrets.keyFile != "") {
+				return fail.Errorf(fail.Invalid, "--allow-secret-data and --secret-digest-key-file only apply with --release")
+			}
+			if err := o.secrets.validate(); err != nil {
+				return err
+			}
 			return o.Run(cmd.Context())
 		},
 	}
+	cmd.Flags().StringVar(&o.release, "release", "", "release directory `DIR` the Head deployed (its lock must be the Head's): render it, verify it against its lock, and report fields it sets that the live objects lack")
+	o.secrets.add(cmd.Flags())
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "read again every --interval, printing each report that differs from the last, until everything is in sync and Current (exit 0) or --timeout passes (the last report's exit code)")
 	cmd.Flags().DurationVar(&o.interval, "interval", 2*time.Second, "pause between reads with --watch")
@@ -206,10 +220,14 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	applied, err := o.applied(cl)
+	if err != nil {
+		return err
+	}
 	deadline := time.Now().Add(o.timeout)
 	var last []byte
 	for {
-		rep, err := views.Status(ctx, cl, ns, defaultParallelism)
+		rep, err := views.Status(ctx, cl, ns, defaultParallelism, applied)
 		if err != nil {
 			return err
 		}
@@ -242,12 +260,40 @@ func (o *statusOptions) Run(ctx context.Context) error {
 	}
 }
 
+// applied renders the --release directory (with the cluster's RESTMapper,
+// as preflight does) and verifies it against its lock; nil without
+// --release.
+func (o *statusOptions) applied(cl ceremony.Cluster) (*views.Applied, error) {
+	if o.release == "" {
+		return nil, nil
+	}
+	opts, err := o.secrets.options()
+	if err != nil {
+		return nil, err
+	}
+	opts.Mapper = cl.Mapper()
+	rel, lock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), o.release, opts)
+	if err != nil {
+		return nil, fmt.Errorf("--release: %w", err)
+	}
+	digest, err := lock.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("--release: lock digest: %w", err)
+	}
+	return &views.Applied{LockDigest: digest, Objects: rel.Objects}, nil
+}
+
 func printStatus(w io.Writer, rep *views.StatusReport) {
 	fmt.Fprintf(w, "Namespace:   %s\nHead:        generation %d (%s), %s %s, field manager %s\n", rep.Namespace, rep.Generation, rep.Phase, rep.Transition, rep.Version, rep.FieldManager)
 	if a := rep.Applying; a != nil {
 		fmt.Fprintf(w, "Applying:    mutation %s since %s\nResume:      %s\n", a.MutationID, a.Since, a.Resume)
 	}
-	fmt.Fprintf(w, "Objects:     %d: %d missing, %d drifted, %d not Current\n\n", len(rep.Objects), rep.Missing, rep.Drifted, rep.NotCurrent)
+	fmt.Fprintf(w, "Objects:     %d: %d missing, %d drifted, %d not Current\n", len(rep.Objects), rep.Missing, rep.Drifted, rep.NotCurrent)
+	if rep.ValuesCompared {
+		fmt.Fprintf(w, "Release:     compared: fields it sets that another client removed are drift\n\n")
+	} else {
+		fmt.Fprintf(w, "Release:     not compared: fields another client removed are not seen (give --release DIR)\n\n")
+	}
 	for _, s := range rep.Objects {
 		fmt.Fprintf(w, "%-11s %-11s %s\n", s.State, s.Status, s.Object)
 		for _, d := range s.Drift {
@@ -260,6 +306,9 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 				when = " " + d.Time
 			}
 			fmt.Fprintf(w, "            %s now owned by %q (%s%s%s)\n", d.Field, d.Manager, d.Operation, sub, when)
+		}
+		for _, f := range s.Removed {
+			fmt.Fprintf(w, "            %s removed (the release sets it)\n", f)
 		}
 		if s.Message != "" && (s.State == views.StateMissing || s.Status != "Current") {
 			fmt.Fprintf(w, "            %s\n", s.Message)

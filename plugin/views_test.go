@@ -252,7 +252,7 @@ func TestCLIViews(t *testing.T) {
 		}
 	}
 	out, stderr, code = run(t, nil, "history", rdir, "-n", ns)
-	if code != 5 || !strings.Contains(out, "generation 1 is missing") || !strings.Contains(out, "missing locally: generation 1") || !strings.Contains(out, "3 *") || !strings.Contains(stderr, "does not verify") {
+	if code != 5 || !strings.Contains(out, "generation 1 is missing") || !strings.Contains(out, "generation 1, which the Head has passed (it is at generation 3), has no receipt here") || !strings.Contains(out, "3 *") || !strings.Contains(stderr, "does not verify") {
 		t.Fatalf("history with generation 1 missing: exit %d\n%s\n%s", code, out, stderr)
 	}
 	out, _, _ = run(t, nil, "history", rdir, "-n", ns, "-o", "json")
@@ -375,6 +375,9 @@ func TestViewsLeastPrivilege(t *testing.T) {
 	}
 	if out, stderr, code := run(t, env, "status", "-n", ns); code != 0 {
 		t.Fatalf("status as the deployer: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if out, stderr, code := run(t, env, "status", "-n", ns, "--release", v300); code != 0 || !strings.Contains(out, "Release:     compared") {
+		t.Fatalf("status --release as the deployer: exit %d\n%s\n%s", code, out, stderr)
 	}
 	if out, stderr, code := run(t, env, "history", rdir, "-n", ns); code != 0 || !strings.Contains(out, "1 *") {
 		t.Fatalf("history -n as the deployer: exit %d\n%s\n%s", code, out, stderr)

@@ -84,7 +84,7 @@ func TestStatusOnTheCluster(t *testing.T) {
 	ns := cp.Namespace(t)
 
 	// No Head: invalid input, naming the namespace.
-	if _, err := Status(ctx, c, ns, 4); fail.ClassOf(err) != fail.Invalid || !strings.Contains(err.Error(), ns) {
+	if _, err := Status(ctx, c, ns, 4, nil); fail.ClassOf(err) != fail.Invalid || !strings.Contains(err.Error(), ns) {
 		t.Fatalf("no Head: %v", err)
 	}
 
@@ -96,7 +96,7 @@ func TestStatusOnTheCluster(t *testing.T) {
 	h := applyingHead(t, c, ns, []inventory.Identity{{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "app"}, gone})
 	start := len(writes(t, ns))
 
-	rep, err := Status(ctx, c, ns, 4)
+	rep, err := Status(ctx, c, ns, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestStatusOnTheCluster(t *testing.T) {
 	}, metav1.UpdateOptions{FieldManager: "hotfixer"}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = Status(ctx, c, ns, 4)
+	rep, err = Status(ctx, c, ns, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestStatusOnTheCluster(t *testing.T) {
 	if _, err := cp.Clientset().CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Status(ctx, c, ns, 4); fail.ClassOf(err) != fail.Tamper {
+	if _, err := Status(ctx, c, ns, 4, nil); fail.ClassOf(err) != fail.Tamper {
 		t.Fatalf("tampered Head: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ import (
 // Object states of kubectl ql3 status, worst first.
 const (
 	StateMissing    = "missing"     // the object is gone (never recreated here)
-	StateDrifted    = "drifted"     // another field manager owns fields the deployer applied
+	StateDrifted    = "drifted"     // another field manager owns fields the deployer applied, or fields it applied are gone
 	StateNotCurrent = "not-current" // kstatus says the object is not Current
 	StateInSync     = "in-sync"
 )
@@ -42,6 +42,9 @@ type ObjectStatus struct {
 	Status  string             `json:"status,omitempty"` // kstatus, when present
 	Message string             `json:"message,omitempty"`
 	Drift   []FieldDrift       `json:"drift,omitempty"`
+	// Removed are fields the release sets that the live object lacks
+	// (see Removed); only when the release was given.
+	Removed []string `json:"removed,omitempty"`
 }
 
 // Applying describes a Head left applying: who holds it and what resume
@@ -68,7 +71,19 @@ type StatusReport struct {
 	Missing      int            `json:"missing"`
 	Drifted      int            `json:"drifted"`
 	NotCurrent   int            `json:"notCurrent"`
-	Objects      []ObjectStatus `json:"objects"`
+	// ValuesCompared says whether the release the Head deployed was given
+	// and each object compared with it (fields another client removed
+	// are only seen then).
+	ValuesCompared bool           `json:"valuesCompared"`
+	Objects        []ObjectStatus `json:"objects"`
+}
+
+// Applied is the release the Head deployed, for Status to compare the live
+// objects with: its lock digest (checked against the Head's) and its
+// rendered objects.
+type Applied struct {
+	LockDigest string
+	Objects    []*unstructured.Unstructured
 }
 
 // Err is the exit class of the report (docs: README "kubectl ql3 status"):
@@ -92,9 +107,11 @@ func (r *StatusReport) Err() error {
 
 // Status reads the committed (or applying) Head of namespace ns and GETs
 // every object of its inventory (no LIST): present, missing, drifted (by
-// managedFields, see Drift) and kstatus. It writes nothing. No Head is
-// invalid input; a tampered Head is tamper (5), as kubectl ql3 head.
-func Status(ctx context.Context, c ceremony.Cluster, ns string, parallelism int) (*StatusReport, error) {
+// managedFields, see Drift; with applied, also fields the release sets
+// that are gone, see Removed) and kstatus. It writes nothing. No Head is
+// invalid input; a tampered Head is tamper (5), as kubectl ql3 head;
+// applied of another deployment than the Head's is invalid input.
+func Status(ctx context.Context, c ceremony.Cluster, ns string, parallelism int, applied *Applied) (*StatusReport, error) {
 	if parallelism <= 0 {
 		parallelism = 16
 	}
@@ -117,9 +134,13 @@ func Status(ctx context.Context, c ceremony.Cluster, ns string, parallelism int)
 	if h.Target.ClusterIdentity != id {
 		return nil, fail.Errorf(fail.Tamper, "%s: target.clusterIdentity %s names another cluster than the one it was read from (%s): a Head copied between clusters is never trusted; investigate", what, h.Target.ClusterIdentity, id)
 	}
+	byKey, err := appliedObjects(applied, h)
+	if err != nil {
+		return nil, err
+	}
 	rep := &StatusReport{
 		Namespace: ns, Generation: h.Generation, Phase: h.Phase, Transition: h.Transition.Kind,
-		Version: h.Current.Version, FieldManager: h.Tool.FieldManager,
+		Version: h.Current.Version, FieldManager: h.Tool.FieldManager, ValuesCompared: applied != nil,
 	}
 	if h.Phase == ceremony.PhaseApplying {
 		rep.Applying = &Applying{
@@ -143,7 +164,7 @@ func Status(ctx context.Context, c ceremony.Cluster, ns string, parallelism int)
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			rep.Objects[i], errs[i] = objectStatus(ctx, c, oid, h.Tool.FieldManager)
+			rep.Objects[i], errs[i] = objectStatus(ctx, c, oid, h.Tool.FieldManager, byKey[oid.Key()])
 		}()
 	}
 	wg.Wait()
@@ -177,7 +198,29 @@ func Status(ctx context.Context, c ceremony.Cluster, ns string, parallelism int)
 	return rep, nil
 }
 
-func objectStatus(ctx context.Context, c ceremony.Cluster, id inventory.Identity, fm string) (ObjectStatus, error) {
+// appliedObjects indexes applied's objects by key, after checking that
+// they are the Head's deployment: the same lock, and every object of the
+// Head's inventory among them.
+func appliedObjects(applied *Applied, h *ceremony.Head) (map[inventory.Key]*unstructured.Unstructured, error) {
+	if applied == nil {
+		return nil, nil
+	}
+	if applied.LockDigest != h.Current.LockDigest {
+		return nil, fail.Errorf(fail.Invalid, "--release: its lock %s is not the lock %s of the Head's deployment (generation %d, %s %s): give the release directory the Head deployed", applied.LockDigest, h.Current.LockDigest, h.Generation, h.Transition.Kind, h.Current.Version)
+	}
+	out := make(map[inventory.Key]*unstructured.Unstructured, len(applied.Objects))
+	for _, u := range applied.Objects {
+		out[inventory.Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}.Key()] = u
+	}
+	for _, id := range h.Current.Inventory {
+		if out[id.Key()] == nil {
+			return nil, fail.Errorf(fail.Invalid, "--release: %s of the Head's inventory is not in the release", id)
+		}
+	}
+	return out, nil
+}
+
+func objectStatus(ctx context.Context, c ceremony.Cluster, id inventory.Identity, fm string, applied *unstructured.Unstructured) (ObjectStatus, error) {
 	st := ObjectStatus{Object: id}
 	u, err := c.Get(ctx, id)
 	if apierrors.IsNotFound(err) {
@@ -195,8 +238,13 @@ func objectStatus(ctx context.Context, c ceremony.Cluster, id inventory.Identity
 	if st.Drift, err = Drift(u, fm); err != nil {
 		return st, fmt.Errorf("%s: managedFields: %w", id, err)
 	}
+	if applied != nil {
+		if st.Removed, err = Removed(id, applied.Object, u.Object, u.GetManagedFields(), fm); err != nil {
+			return st, err
+		}
+	}
 	switch {
-	case len(st.Drift) > 0:
+	case len(st.Drift) > 0 || len(st.Removed) > 0:
 		st.State = StateDrifted
 	case res.Status != status.CurrentStatus:
 		st.State = StateNotCurrent
