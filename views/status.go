@@ -60,17 +60,17 @@ type Applying struct {
 
 // StatusReport is what `kubectl ql3 status` prints.
 type StatusReport struct {
-	Namespace    string         `json:"namespace"`
-	Generation   int64          `json:"generation"`
-	Phase        string         `json:"phase"`
-	Transition   string         `json:"transition"`
-	Version      string         `json:"version"`
-	FieldManager string         `json:"fieldManager"`
-	Applying     *Applying      `json:"applying,omitempty"`
-	InSync       bool           `json:"inSync"`
-	Missing      int            `json:"missing"`
-	Drifted      int            `json:"drifted"`
-	NotCurrent   int            `json:"notCurrent"`
+	Namespace    string    `json:"namespace"`
+	Generation   int64     `json:"generation"`
+	Phase        string    `json:"phase"`
+	Transition   string    `json:"transition"`
+	Version      string    `json:"version"`
+	FieldManager string    `json:"fieldManager"`
+	Applying     *Applying `json:"applying,omitempty"`
+	InSync       bool      `json:"inSync"`
+	Missing      int       `json:"missing"`
+	Drifted      int       `json:"drifted"`
+	NotCurrent   int       `json:"notCurrent"`
 	// ValuesCompared says whether the release the Head deployed was given
 	// and each object compared with it (fields another client removed
 	// are only seen then).
