@@ -178,7 +178,8 @@ the report says values were not compared. A Head left applying
 is shown with its mutation id, since when, and what resume would do.
 Exit 0 when in sync and Current; 3 when an object is missing or drifted or
 the Head is applying; 4 when objects are only not Current yet; 5 for a
-tampered Head; 2 when there is no Head. --watch reads again until everything
+tampered Head; 2 when there is no Head or --release is not the
+Head's release. --watch reads again until everything
 is in sync and Current, or --timeout passes.`,
 		Example: `  kubectl ql3 status -n ql3-demo
   kubectl ql3 status -n ql3-demo --release ./release   # also fields another client removed
