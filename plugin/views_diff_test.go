@@ -20,7 +20,7 @@ import (
 // preflight --transition retire --diff lists the same.
 func TestCLIDiffWouldRetire(t *testing.T) {
 	ns := controlNamespace(t)
-	base, _ := retireReleases(t, ns) // v3.1.0 with the ql3-batch Deployment
+	base, v320 := retireReleases(t, ns) // v3.1.0 with the ql3-batch Deployment; 3.2.0 without it and ql3-features
 	work := t.TempDir()
 	pf := filepath.Join(work, "install.json")
 	mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf)
@@ -65,7 +65,8 @@ func TestCLIDiffWouldRetire(t *testing.T) {
 	if out := mustRun(t, nil, "diff", drop, "-o", "name"); !strings.Contains(out, "deployment.apps/ql3-batch\n") || !strings.Contains(out, "configmap/ql3-features\n") {
 		t.Errorf("diff -o name lacks the retired objects:\n%s", out)
 	}
-	out = mustRun(t, nil, "preflight", drop, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", filepath.Join(work, "retire.json"), "--diff")
+	// A retire needs a version above the Head's: 3.2.0 drops the same two.
+	out = mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", filepath.Join(work, "retire.json"), "--diff")
 	if !strings.Contains(out, wantBatch) {
 		t.Errorf("preflight --transition retire --diff does not say %q:\n%s", wantBatch, out)
 	}
