@@ -80,7 +80,7 @@ run ls "$receipts"
 run kubectl-ql3 receipt audit "$receipts" --release "$work/v3.1.0"
 # The operator's daily views: what the cluster holds against the Head, and
 # what happened over time.
-run kubectl-ql3 status -n "$ns"
+run kubectl-ql3 status -n "$ns" --release "$work/v3.1.0"
 run kubectl-ql3 history "$receipts" -n "$ns"
 echo
 echo "demo done: 4 deployments, 4 receipts in one verified chain; stopping the control plane"
