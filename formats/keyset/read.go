@@ -1,12 +1,19 @@
 package keyset
 
+import (
+	"fmt"
+
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
+)
+
 // ReadFile reads a keyset (or JWK) file safely (docs/keyset.md, "Reading
 // a keyset file"): path must be absolute and name a regular file — not a
 // symbolic link — that is not group or world writable, at most maxBytes
 // long (0: DefaultMaxBytes; never above HardMaxBytes), whose identity
 // (device, inode, size, modification and change time) is the same before,
-// during and after the read. Bad paths, modes and sizes are fail.Invalid; a
-// file that changed while being read is fail.Unavailable (read it again).
+// during and after the read (internal/safefile). Bad paths, modes and
+// sizes are fail.Invalid; a file that changed while being read is
+// fail.Unavailable (read it again).
 //
 // Only Linux and macOS can make these checks; elsewhere ReadFile refuses
 // with fail.Invalid rather than skip them.
@@ -15,7 +22,11 @@ func ReadFile(path string, maxBytes int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readFile(path, limit)
+	data, err := safefile.Read(path, limit, safefile.NotShared)
+	if err != nil {
+		return nil, fmt.Errorf("keyset: %w", err)
+	}
+	return data, nil
 }
 
 // checkLimit resolves a caller's size cap.

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package keyset
+package safefile
 
 import (
 	"errors"
@@ -28,15 +28,15 @@ func identityOf(st *syscall.Stat_t) identity {
 	return identity{dev: uint64(st.Dev), ino: st.Ino, size: uint64(st.Size), mode: uint32(st.Mode), mtime: m, ctime: c}
 }
 
-func readFile(path string, limit int64) ([]byte, error) {
+func readFile(path string, limit int64, perm Perm) ([]byte, error) {
 	if !filepath.IsAbs(path) {
 		return nil, invalidf("%s: the path must be absolute", path)
 	}
 	var before syscall.Stat_t
 	if err := syscall.Lstat(path, &before); err != nil {
-		return nil, fail.Errorf(fail.Invalid, "keyset: %w", &os.PathError{Op: "lstat", Path: path, Err: err})
+		return nil, fail.Wrap(fail.Invalid, &os.PathError{Op: "lstat", Path: path, Err: err})
 	}
-	if err := checkStat(path, &before, limit); err != nil {
+	if err := checkStat(path, &before, limit, perm); err != nil {
 		return nil, err
 	}
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -44,15 +44,15 @@ func readFile(path string, limit int64) ([]byte, error) {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, invalidf("%s: a symbolic link; give the path of the file itself", path)
 		}
-		return nil, fail.Errorf(fail.Invalid, "keyset: %w", &os.PathError{Op: "open", Path: path, Err: err})
+		return nil, fail.Wrap(fail.Invalid, &os.PathError{Op: "open", Path: path, Err: err})
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	var opened syscall.Stat_t
 	if err := syscall.Fstat(fd, &opened); err != nil {
-		return nil, fail.Errorf(fail.Unavailable, "keyset: %w", &os.PathError{Op: "fstat", Path: path, Err: err})
+		return nil, fail.Wrap(fail.Unavailable, &os.PathError{Op: "fstat", Path: path, Err: err})
 	}
-	if err := checkStat(path, &opened, limit); err != nil {
+	if err := checkStat(path, &opened, limit, perm); err != nil {
 		return nil, err
 	}
 	id := identityOf(&before)
@@ -61,7 +61,7 @@ func readFile(path string, limit int64) ([]byte, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fail.Errorf(fail.Unavailable, "keyset: %w", err)
+		return nil, fail.Wrap(fail.Unavailable, err)
 	}
 	if int64(len(data)) > limit || uint64(len(data)) != id.size {
 		return nil, changed(path)
@@ -71,7 +71,7 @@ func readFile(path string, limit int64) ([]byte, error) {
 	}
 	var after, again syscall.Stat_t
 	if err := syscall.Fstat(fd, &after); err != nil {
-		return nil, fail.Errorf(fail.Unavailable, "keyset: %w", &os.PathError{Op: "fstat", Path: path, Err: err})
+		return nil, fail.Wrap(fail.Unavailable, &os.PathError{Op: "fstat", Path: path, Err: err})
 	}
 	if err := syscall.Lstat(path, &again); err != nil {
 		return nil, changed(path)
@@ -83,7 +83,7 @@ func readFile(path string, limit int64) ([]byte, error) {
 }
 
 // checkStat applies the type, permission and size rules to one stat.
-func checkStat(path string, st *syscall.Stat_t, limit int64) error {
+func checkStat(path string, st *syscall.Stat_t, limit int64, perm Perm) error {
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
 	case syscall.S_IFLNK:
@@ -91,8 +91,8 @@ func checkStat(path string, st *syscall.Stat_t, limit int64) error {
 	default:
 		return invalidf("%s: not a regular file", path)
 	}
-	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
-		return invalidf("%s: mode %04o is group or world writable; run chmod go-w on it", path, perm)
+	if mode := uint32(st.Mode) & 0o7777; mode&perm.Deny != 0 {
+		return invalidf("%s: mode %04o is %s; run %s on it", path, mode, perm.says, perm.fix)
 	}
 	if st.Size > limit {
 		return invalidf("%s: %d bytes, more than the cap of %d", path, st.Size, limit)
@@ -101,5 +101,5 @@ func checkStat(path string, st *syscall.Stat_t, limit int64) error {
 }
 
 func changed(path string) error {
-	return fail.Errorf(fail.Unavailable, "keyset: %s changed while being read; read it again once it is no longer being written", path)
+	return fail.Errorf(fail.Unavailable, "%s changed while being read; read it again once it is no longer being written", path)
 }

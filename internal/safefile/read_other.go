@@ -1,0 +1,10 @@
+//go:build !linux && !darwin
+
+package safefile
+
+// readFile refuses where the identity checks are not implemented (Windows
+// included: its file mode, inode and change time cannot be checked there,
+// and skipping them would be silent).
+func readFile(path string, _ int64, _ Perm) ([]byte, error) {
+	return nil, invalidf("%s: reading this file is supported on Linux and macOS only: its mode and identity checks cannot be made here; use Linux or macOS", path)
+}
