@@ -1,9 +1,6 @@
 package plugin
 
 import (
-	"bytes"
-	"os"
-
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -45,16 +42,8 @@ func clientset(flags *genericclioptions.ConfigFlags) (*kubernetes.Clientset, err
 	return cs, nil
 }
 
-// readSecretKey reads the key for the keyed digest of Secret values. The
-// key is used in memory only and never written anywhere.
+// readSecretKey reads the key for the keyed digest of Secret values
+// (readKeyFile). The key is used in memory only and never written anywhere.
 func readSecretKey(path string) ([]byte, error) {
-	key, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fail.Errorf(fail.Invalid, "--secret-digest-key-file: %w", err)
-	}
-	key = bytes.TrimSpace(key)
-	if len(key) < inventory.MinSecretDigestKeyLen {
-		return nil, fail.Errorf(fail.Invalid, "--secret-digest-key-file %q: key is %d bytes, want at least %d", path, len(key), inventory.MinSecretDigestKeyLen)
-	}
-	return key, nil
+	return readKeyFile("--secret-digest-key-file", path, inventory.MinSecretDigestKeyLen)
 }

@@ -1,12 +1,40 @@
 package plugin
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 )
+
+// MaxKeyFileBytes bounds a digest key file (--secret-digest-key-file,
+// --token-digest-key-file).
+const MaxKeyFileBytes = 4096
+
+// readKeyFile reads the digest key in path (given by flag, which errors
+// name) with the keyset file's hardening, owner-only (internal/safefile):
+// a regular file, not a symbolic link, no group or world permission, at
+// most MaxKeyFileBytes, unchanged while read. Surrounding white space is
+// removed; the key must be at least min bytes. Bad files are invalid (2).
+func readKeyFile(flag, path string, min int) ([]byte, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "%s %q: %w", flag, path, err)
+	}
+	data, err := safefile.Read(abs, MaxKeyFileBytes, safefile.OwnerOnly)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	key := bytes.TrimSpace(data)
+	if len(key) < min {
+		return nil, fail.Errorf(fail.Invalid, "%s %q: key is %d bytes, want at least %d", flag, abs, len(key), min)
+	}
+	return key, nil
+}
 
 // createNew writes data to a new file at path (given by flag, which
 // errors name), opened with O_EXCL (never

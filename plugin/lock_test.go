@@ -306,6 +306,9 @@ func TestLockSecrets(t *testing.T) {
 	edit(t, filepath.Join(dir, "kustomization.yaml"), "resources:", "secretGenerator:\n- name: db\n  envs: [db.env]\nresources:")
 	key := filepath.Join(t.TempDir(), "key")
 	write(t, key, "0123456789abcdef0123456789abcdef")
+	if err := os.Chmod(key, 0o600); err != nil { // a key file must be owner-only
+		t.Fatal(err)
+	}
 	leaks := []string{value, base64.StdEncoding.EncodeToString([]byte(value))}
 
 	check := func(what, s string) {

@@ -171,20 +171,12 @@ func readToken(path string, stdin io.Reader) ([]byte, error) {
 	return tok, nil
 }
 
-// readTokenDigestKey reads the token digest key (whitespace trimmed).
+// readTokenDigestKey reads the token digest key (readKeyFile).
 func readTokenDigestKey(path string) ([]byte, error) {
 	if path == "" {
 		return nil, fail.Errorf(fail.Invalid, "--token-digest-key-file: give the `FILE` holding the key of the token digest (at least %d bytes)", delivery.MinKeyBytes)
 	}
-	key, err := readLimited(path, "--token-digest-key-file", 4096)
-	if err != nil {
-		return nil, err
-	}
-	key = bytes.TrimSpace(key)
-	if len(key) < delivery.MinKeyBytes {
-		return nil, fail.Errorf(fail.Invalid, "--token-digest-key-file %q: key is %d bytes, want at least %d", path, len(key), delivery.MinKeyBytes)
-	}
-	return key, nil
+	return readKeyFile("--token-digest-key-file", path, delivery.MinKeyBytes)
 }
 
 type workerStageOptions struct {
