@@ -78,9 +78,11 @@ whose subject is the package manifest, and its statement must be signed by a
 --trusted-key. The intent's stage reference must be admitted by an --allow-ref
 (a repository NAME, or one NAME@sha256:...). Nothing is fetched or cached.
 
-Exit 4 (unavailable): the layout or a blob cannot be read intact, or has no
-stage receipt yet; repair or complete it and rerun. Exit 3 (conflict): the
-stage was read intact and does not prove the intent. Exit 2: bad input.
+Exit 4 (unavailable): a file of the layout cannot be read intact (absent, not
+a regular file, wrong size or hash), or there is no stage receipt yet; repair
+or complete it and rerun. Exit 3 (conflict): the stage was read intact and
+does not prove the intent. Exit 2: bad input, --layout included (missing, not
+a directory, no oci-layout file).
 The format and every check are in docs/package-pointer.md.`,
 		Example: `  kubectl ql3 package verify-stage --intent intent.json --layout ./stage \
     --trusted-key stage-key.pem --allow-ref registry.example.com/qinglong/packages/demo

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/qinglong/kubectl-ql3/formats/intent"
 	"github.com/qinglong/kubectl-ql3/formats/ocistage/ocistagetest"
@@ -77,6 +79,25 @@ func TestPackageVerifyStageFailures(t *testing.T) {
 			os.Remove(s.Blobs["receipt"])
 			return nil
 		}, 4, "read blob"},
+		{"bundle blob a named pipe: unavailable, at once", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+			os.Remove(s.Blobs["bundle"])
+			if err := syscall.Mkfifo(s.Blobs["bundle"], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}, 4, "not a regular file"},
+		{"layout directory missing: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+			f["layout"] += ".missing"
+			return nil
+		}, 2, "--layout " + "LAYOUT.missing: no such file or directory"},
+		{"layout names a file: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+			f["layout"] = f["intent"]
+			return nil
+		}, 2, "intent.json: not a directory"},
+		{"layout not an OCI layout: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+			f["layout"] = filepath.Dir(f["layout"])
+			return nil
+		}, 2, "has no oci-layout file: it is not an OCI image layout"},
 		{"untrusted key: conflict", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
 			f["key"] = f["other-key"]
 			return nil
@@ -120,12 +141,14 @@ func TestPackageVerifyStageFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, f := packageStage(t)
 			f["allow"] = "registry.example.com/qinglong/packages/demo"
+			layout := f["layout"]
 			extra := tt.edit(t, s, f)
+			tt.stderr = strings.ReplaceAll(tt.stderr, "LAYOUT", layout)
 			args := []string{"package", "verify-stage", "--intent", f["intent"], "--layout", f["layout"], "--trusted-key", f["key"]}
 			if f["allow"] != "" {
 				args = append(args, "--allow-ref", f["allow"])
 			}
-			out, stderr, code := run(t, nil, append(args, extra...)...)
+			out, stderr, code := runBounded(t, 30*time.Second, nil, append(args, extra...)...) // a blocked read fails, not hangs
 			if code != tt.code || !strings.Contains(stderr, tt.stderr) || strings.Count(stderr, "error: ") != 1 || out != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d, nothing on stdout and one error with %q", code, out, stderr, tt.code, tt.stderr)
 			}

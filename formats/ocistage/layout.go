@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"strings"
 
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -51,15 +53,21 @@ type layout struct {
 	dir  string
 }
 
-// openLayout opens dir and checks its oci-layout file. Anything it cannot
-// read is fail.Unavailable.
+// openLayout opens dir and checks its oci-layout file. A dir that cannot
+// be opened as a directory, or holds no oci-layout file, is not a layout
+// at all: fail.Invalid (a missing or mistyped --layout). Anything else it
+// cannot read is fail.Unavailable.
 func openLayout(dir string) (*layout, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, unavailablef("open OCI layout %s: %v", dir, err)
+		return nil, fail.Errorf(fail.Invalid, "stage evidence: --layout %s: %v: give the OCI image layout directory (oras --oci-layout, skopeo oci:)", dir, unwrapPath(err))
 	}
 	l := &layout{root: root, dir: dir}
 	data, err := l.readFile("oci-layout", MaxManifestBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		root.Close()
+		return nil, fail.Errorf(fail.Invalid, "stage evidence: --layout %s has no oci-layout file: it is not an OCI image layout (oras --oci-layout, skopeo oci:)", dir)
+	}
 	if err != nil {
 		root.Close()
 		return nil, err
@@ -76,11 +84,33 @@ func openLayout(dir string) (*layout, error) {
 
 func (l *layout) Close() error { return l.root.Close() }
 
+// open opens name in the layout for reading without blocking (openFlags:
+// O_NONBLOCK where there are FIFOs, so a named pipe cannot hold the open
+// itself) and checks, on the open file, that it is a regular file: a
+// FIFO, device or directory is refused before a byte is read. Failures
+// are unavailable, wrapping the cause (fs.ErrNotExist for an absent name);
+// errors call the file what.
+func (l *layout) open(name, what string) (*os.File, error) {
+	f, err := l.root.OpenFile(name, os.O_RDONLY|openFlags, 0)
+	if err != nil {
+		return nil, fail.Errorf(fail.Unavailable, "stage evidence: read %s: %w", what, unwrapPath(err))
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("not a regular file (%s): the layout is damaged; copy the stage again", fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, unavailablef("read %s: %v", what, err)
+	}
+	return f, nil
+}
+
 // readFile reads name, at most max bytes; any failure is unavailable.
 func (l *layout) readFile(name string, max int64) ([]byte, error) {
-	f, err := l.root.Open(name)
+	f, err := l.open(name, l.dir+"/"+name)
 	if err != nil {
-		return nil, unavailablef("read %s/%s: %v", l.dir, name, unwrapPath(err))
+		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
@@ -122,10 +152,9 @@ func (l *layout) blob(d Descriptor, max int64) ([]byte, error) {
 	if d.Size < 0 || max >= 0 && d.Size > max {
 		return nil, unavailablef("blob %s: size %d is out of bounds (at most %d)", d.Digest, d.Size, max)
 	}
-	name := blobPath(d.Digest)
-	f, err := l.root.Open(name)
+	f, err := l.open(blobPath(d.Digest), "blob "+d.Digest)
 	if err != nil {
-		return nil, unavailablef("read blob %s: %v", d.Digest, unwrapPath(err))
+		return nil, err
 	}
 	defer f.Close()
 	h := sha256.New()

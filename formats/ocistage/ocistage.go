@@ -7,13 +7,16 @@
 // It reads only the directory it is given: no network, no cache, no
 // registry client, the standard library and the project's leaf formats.
 //
-// Outcomes: evidence (nil error); fail.Unavailable when the layout, or a
-// blob it names, cannot be read intact (absent, unreadable, wrong size or
-// hash, no stage receipt yet) — rerunning is safe once the layout is
+// Outcomes: evidence (nil error); fail.Unavailable when a file of the
+// layout, or a blob it names, cannot be read intact (absent, unreadable,
+// not a regular file, wrong size or hash, no stage receipt yet) —
+// rerunning is safe once the layout is
 // repaired or complete; fail.Conflict when every blob was read intact and
 // what they say does not prove the intent (a different digest, a receipt
 // not signed by a trusted key, a reference outside the allowlist, a
-// manifest that is not a package stage); fail.Invalid for bad arguments.
+// manifest that is not a package stage); fail.Invalid for bad arguments,
+// a layout directory that is missing, not a directory or holds no
+// oci-layout file included.
 package ocistage
 
 import (

@@ -101,6 +101,9 @@ func TestVerifyTamper(t *testing.T) {
 			}
 		}
 	}
+	fifo := func(part string) func(t *testing.T, s *ocistagetest.Stage) {
+		return func(t *testing.T, s *ocistagetest.Stage) { mkfifo(t, s.Blobs[part]) }
+	}
 	other := canon.DigestBytes("test", []byte("other"))
 	otherHex := strings.TrimPrefix(other, "sha256:")
 	tests := []struct {
@@ -122,14 +125,26 @@ func TestVerifyTamper(t *testing.T) {
 		{"manifest blob missing", setup{after: remove("manifest")}, fail.Unavailable, "read blob"},
 		{"statement blob missing", setup{after: remove("statement")}, fail.Unavailable, "read blob"},
 		{"receipt blob missing", setup{after: remove("receipt")}, fail.Unavailable, "read blob"},
-		{"no oci-layout", setup{after: func(t *testing.T, s *ocistagetest.Stage) { os.Remove(filepath.Join(s.Dir, "oci-layout")) }}, fail.Unavailable, "oci-layout"},
+		{"no oci-layout", setup{after: func(t *testing.T, s *ocistagetest.Stage) { os.Remove(filepath.Join(s.Dir, "oci-layout")) }}, fail.Invalid, "has no oci-layout file: it is not an OCI image layout"},
 		{"oci-layout version 2", setup{after: func(t *testing.T, s *ocistagetest.Stage) {
 			write(t, filepath.Join(s.Dir, "oci-layout"), func([]byte) []byte { return []byte(`{"imageLayoutVersion":"2.0.0"}`) })
 		}}, fail.Unavailable, "imageLayoutVersion"},
 		{"index.json garbage", setup{after: func(t *testing.T, s *ocistagetest.Stage) {
 			write(t, filepath.Join(s.Dir, "index.json"), func([]byte) []byte { return []byte(`{`) })
 		}}, fail.Unavailable, "index.json"},
-		{"layout directory missing", setup{verify: func(v *ocistage.Verifier) { v.Layout = filepath.Join(v.Layout, "nope") }}, fail.Unavailable, "open OCI layout"},
+		{"layout directory missing", setup{verify: func(v *ocistage.Verifier) { v.Layout = filepath.Join(v.Layout, "nope") }}, fail.Invalid, "nope: no such file or directory: give the OCI image layout directory"},
+		{"layout is a file", setup{verify: func(v *ocistage.Verifier) { v.Layout = filepath.Join(v.Layout, "index.json") }}, fail.Invalid, "index.json: not a directory"},
+		{"bundle blob is a named pipe", setup{after: fifo("bundle")}, fail.Unavailable, "not a regular file (p"},
+		{"manifest blob is a named pipe", setup{after: fifo("manifest")}, fail.Unavailable, "not a regular file"},
+		{"statement blob is a named pipe", setup{after: fifo("statement")}, fail.Unavailable, "not a regular file (p"},
+		{"index.json is a named pipe", setup{after: func(t *testing.T, s *ocistagetest.Stage) { mkfifo(t, filepath.Join(s.Dir, "index.json")) }}, fail.Unavailable, "index.json: not a regular file"},
+		{"oci-layout is a named pipe", setup{after: func(t *testing.T, s *ocistagetest.Stage) { mkfifo(t, filepath.Join(s.Dir, "oci-layout")) }}, fail.Unavailable, "oci-layout: not a regular file"},
+		{"bundle blob is a directory", setup{after: func(t *testing.T, s *ocistagetest.Stage) {
+			os.Remove(s.Blobs["bundle"])
+			if err := os.Mkdir(s.Blobs["bundle"], 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}}, fail.Unavailable, "not a regular file (d"},
 		{"blob is a symlink out of the layout", setup{after: func(t *testing.T, s *ocistagetest.Stage) {
 			outside := filepath.Join(t.TempDir(), "bundle")
 			data, _ := os.ReadFile(s.Blobs["bundle"])
