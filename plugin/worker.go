@@ -55,10 +55,10 @@ type workerTarget struct {
 	streams genericiooptions.IOStreams
 }
 
-// addFlags adds --stage-namespace (default: stageDefault) and -o json|yaml.
-func (t *workerTarget) addFlags(cmd *cobra.Command, stageDefault string) {
+// addFlags adds --stage-namespace (required) and -o json|yaml.
+func (t *workerTarget) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&t.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets (default: "+stageDefault+")")
+	f.StringVar(&t.stageNS, "stage-namespace", "", "the `NAMESPACE` of the stage Secrets, holding nothing else, never the Worker's (required)")
 	f.StringVarP(&t.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
 	registerOutputCompletion(cmd, outputJSON, outputYAML)
 }
@@ -96,8 +96,8 @@ func (t *workerTarget) options(ns string) (worker.Options, *kubernetes.Clientset
 		return worker.Options{}, nil, err
 	}
 	stageNS := t.stageNS
-	if stageNS == "" {
-		stageNS = ns
+	if err := worker.CheckStageNamespace(ns, stageNS); err != nil {
+		return worker.Options{}, nil, err
 	}
 	return worker.Options{
 		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Deployments: cs.AppsV1().Deployments(ns),
@@ -187,11 +187,14 @@ type workerStageOptions struct {
 func newCmdWorkerStage(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &workerStageOptions{target: workerTarget{flags: flags, streams: streams}}
 	cmd := &cobra.Command{
-		Use:   "stage --delivery FILE --token-file FILE|-",
+		Use:   "stage --delivery FILE --token-file FILE|- --stage-namespace NS",
 		Short: "Put a delivery's token in an immutable stage Secret",
 		Long: `Create the immutable stage Secret ` + delivery.StagePrefix + `DELIVERY_ID holding the token read
-from --token-file (or stdin with -), bound to the delivery file by its digest,
-so that publish — and any rerun after a crash — never needs the token again.
+from --token-file (or stdin with -), bound to the delivery file by its digest
+and recording the Worker Deployment (namespace/name and UID) it is for, so
+that publish — and any rerun after a crash — never needs the token again.
+--stage-namespace is required and must not be the Worker's namespace: stage
+Secrets hold tokens and never sit next to ` + delivery.IdentitySecret + `.
 The same delivery with the same token is a replay (exit 0); another token or
 another delivery file under that id is a conflict (exit 3). At most --stage-cap
 live stage Secrets may exist in the stage namespace (counted by label; exit 3
@@ -221,7 +224,7 @@ beyond). The token is never printed, logged or put in an argument.`,
 	f := cmd.Flags()
 	f.StringVar(&o.file, "delivery", "", "the delivery `FILE` (JSON or YAML)")
 	f.StringVar(&o.tokens, "token-file", "", "the `FILE` holding the token, or - for stdin")
-	o.target.addFlags(cmd, "the delivery's")
+	o.target.addFlags(cmd)
 	return cmd
 }
 
@@ -233,7 +236,7 @@ type workerPublishOptions struct {
 func newCmdWorkerPublish(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &workerPublishOptions{target: workerTarget{flags: flags, streams: streams}}
 	cmd := &cobra.Command{
-		Use:   "publish --delivery FILE --token-digest-key-file FILE",
+		Use:   "publish --delivery FILE --token-digest-key-file FILE --stage-namespace NS",
 		Short: "Publish a staged credential into the credential Secret and the Worker PodTemplate",
 		Long: `Publish the staged delivery (docs/worker.md, "worker publish"), in this order:
 read and validate the Worker Deployment (one replica, Recreate, the worker
@@ -278,7 +281,7 @@ back; a 409 is success only when the winner is this delivery.`,
 	f := cmd.Flags()
 	f.StringVar(&o.file, "delivery", "", "the delivery `FILE` (JSON or YAML)")
 	f.StringVar(&o.key, "token-digest-key-file", "", "`FILE` holding the key (at least 32 bytes) of the token digest annotation; never written anywhere")
-	o.target.addFlags(cmd, "the delivery's")
+	o.target.addFlags(cmd)
 	return cmd
 }
 
@@ -291,14 +294,17 @@ type workerDiscardOptions struct {
 func newCmdWorkerDiscard(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &workerDiscardOptions{target: workerTarget{flags: flags, streams: streams}}
 	cmd := &cobra.Command{
-		Use:   "discard-stage --delivery-id ID --deployment NAME [--abandon]",
+		Use:   "discard-stage --delivery-id ID --stage-namespace NS [--abandon]",
 		Short: "Delete a delivery's stage Secret once published, superseded or abandoned",
 		Long: `Delete the stage Secret of --delivery-id with the UID and resourceVersion of
-its read as preconditions, when the Worker PodTemplate carries the delivery
-(published) or a later generation (superseded), or with --abandon when the
-credential Secret does not hold its token (a half-published delivery keeps
-its stage: publish it). Otherwise exit 3, nothing deleted.`,
-		Example: `  kubectl ql3 worker discard-stage -n qinglong --delivery-id d-0001 --deployment ql3-worker --stage-namespace qinglong-stages`,
+its read as preconditions, when the PodTemplate of the Worker Deployment the
+stage records (namespace, name and UID, written by stage) carries the
+delivery (published) or a later generation (superseded), or with --abandon;
+never while the credential Secret holds the stage's token and the PodTemplate
+does not carry it (a half-published delivery keeps its stage). Otherwise
+exit 3, nothing deleted. --deployment, if given, must be the recorded one;
+it is needed only for a stage made by an older kubectl-ql3 that recorded none.`,
+		Example: `  kubectl ql3 worker discard-stage -n qinglong --delivery-id d-0001 --stage-namespace qinglong-stages`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validateOutput(o.target.output, outputJSON, outputYAML); err != nil {
@@ -308,8 +314,8 @@ its stage: publish it). Otherwise exit 3, nothing deleted.`,
 			if err != nil {
 				return err
 			}
-			if ns == "" || o.dep == "" {
-				return fail.Errorf(fail.Invalid, "give -n NAMESPACE and --deployment NAME")
+			if ns == "" {
+				return fail.Errorf(fail.Invalid, "give -n NAMESPACE, the Worker's namespace")
 			}
 			opts, _, err := o.target.options(ns)
 			if err != nil {
@@ -328,9 +334,9 @@ its stage: publish it). Otherwise exit 3, nothing deleted.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.id, "delivery-id", "", "the delivery `ID` whose stage to delete")
-	f.StringVar(&o.dep, "deployment", "", "the Worker Deployment's `NAME`")
+	f.StringVar(&o.dep, "deployment", "", "the Worker Deployment's `NAME`: must be the one the stage records; needed only for a stage that records none")
 	f.BoolVar(&o.abandon, "abandon", false, "discard the stage of a delivery that was never published")
-	o.target.addFlags(cmd, "-n")
+	o.target.addFlags(cmd)
 	return cmd
 }
 
@@ -498,8 +504,8 @@ Deployment create or delete, no pods/exec. Nothing here contacts the cluster.`,
 			if err != nil {
 				return err
 			}
-			if ns == "" || o.dep == "" {
-				return fail.Errorf(fail.Invalid, "give -n NAMESPACE and --deployment NAME")
+			if ns == "" {
+				return fail.Errorf(fail.Invalid, "give -n NAMESPACE, the Worker's namespace")
 			}
 			objs, err := worker.RBAC(ns, o.stageNS, o.dep, worker.Subject{User: o.bindUser, Group: o.bindGroup})
 			if err != nil {

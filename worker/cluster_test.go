@@ -320,20 +320,7 @@ func TestCrashBetweenWrites(t *testing.T) {
 	if _, err := Stage(context.Background(), o, b, token("B")); err != nil {
 		t.Fatal(err)
 	}
-	crash := o
-	crash.Crash = func(p string) {
-		if p == CrashAfterSecret {
-			panic("crash")
-		}
-	}
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Fatal("no crash")
-			}
-		}()
-		_, _ = Publish(context.Background(), crash, b)
-	}()
+	crashAfterSecret(t, o, b)
 	sec := getSecret(t, ns)
 	if string(sec.Data[delivery.SecretKey]) != string(token("B")) || getDep(t, ns).Spec.Template.Annotations[delivery.AnnotationCredentialID] != "cred-a" {
 		t.Fatal("the crash did not land between the writes")

@@ -130,6 +130,9 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	dn := d.Target.Deployment
 	dwhat, swhat, stwhat := o.deploymentWhat(dn), o.secretWhat(), o.stageWhat(d)
 	stage := delivery.StageName(d.DeliveryID)
+	if err := CheckStageNamespace(o.Namespace, o.StageNamespace); err != nil {
+		return nil, err
+	}
 	if len(o.Key) < delivery.MinKeyBytes {
 		return nil, fail.Errorf(fail.Invalid, "the token digest key is %d bytes, want at least %d", len(o.Key), delivery.MinKeyBytes)
 	}
@@ -164,6 +167,9 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	}
 	tok, err := checkStage(stwhat, st, d)
 	if err != nil {
+		return nil, err
+	}
+	if err := o.checkRecorded(stwhat, st, dep); err != nil {
 		return nil, err
 	}
 	targetDigest, err := delivery.TargetDigest(d.Target)

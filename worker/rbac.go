@@ -6,7 +6,6 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/formats/delivery"
-	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
 // RoleName names the Role in the stage namespace and the ClusterRole: they
@@ -63,8 +62,8 @@ func Needs(ns, stageNS, deployment string) []cas.Access {
 // ql3-worker-identity. stageNS must differ from ns: the stage rules cannot
 // be limited by name, and in ns they would reach the identity Secret.
 func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
-	if stageNS == "" || stageNS == ns {
-		return nil, fail.Errorf(fail.Invalid, "--stage-namespace: give a namespace of its own for the stage Secrets (not %q): the stage rules (list, and get/delete of per-delivery names) cannot be limited by name, and in the Worker's namespace they would reach %s", ns, delivery.IdentitySecret)
+	if err := CheckStageNamespace(ns, stageNS); err != nil {
+		return nil, err
 	}
 	depRole, err := DeploymentRoleName(deployment)
 	if err != nil {

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/cas"
 	"github.com/qinglong/kubectl-ql3/formats/delivery"
+	"github.com/qinglong/kubectl-ql3/formats/strictjson"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -27,8 +30,9 @@ type StageResult struct {
 	Settled         bool   `json:"settled,omitempty"`
 }
 
-// StageSecret is the immutable stage Secret of d holding tok.
-func StageSecret(ns string, d *delivery.Delivery, tok []byte) (*corev1.Secret, error) {
+// StageSecret is the immutable stage Secret of d holding tok, recording
+// the Worker Deployment dep it is staged for (namespace/name and UID).
+func StageSecret(ns string, d *delivery.Delivery, tok []byte, dep *appsv1.Deployment) (*corev1.Secret, error) {
 	dd, err := delivery.DeliveryDigest(d)
 	if err != nil {
 		return nil, err
@@ -43,12 +47,52 @@ func StageSecret(ns string, d *delivery.Delivery, tok []byte) (*corev1.Secret, e
 				delivery.AnnotationDeliveryID:   d.DeliveryID,
 				delivery.AnnotationCredentialID: d.CredentialID,
 				delivery.AnnotationGeneration:   delivery.GenerationString(d.Generation),
+				AnnotationDeployment:            dep.Namespace + "/" + dep.Name,
+				AnnotationDeploymentUID:         string(dep.UID),
 			},
 		},
 		Immutable: &yes,
 		Type:      corev1.SecretTypeOpaque,
 		Data:      map[string][]byte{delivery.SecretKey: bytes.Clone(tok)},
 	}, nil
+}
+
+// recordedDeployment is the Worker Deployment stage st records
+// (AnnotationDeployment, AnnotationDeploymentUID); ok is false for a
+// stage that records none (made before stages recorded it). One of the two
+// annotations without the other, or a malformed one, is tamper.
+func recordedDeployment(what string, st *corev1.Secret) (ns, name, uid string, ok bool, err error) {
+	rec, hasRec := st.Annotations[AnnotationDeployment]
+	uid, hasUID := st.Annotations[AnnotationDeploymentUID]
+	if !hasRec && !hasUID {
+		return "", "", "", false, nil
+	}
+	ns, name, cut := strings.Cut(rec, "/")
+	if !cut || ns == "" || name == "" || strings.Contains(name, "/") || uid == "" {
+		return "", "", "", false, fail.Errorf(fail.Tamper, "%s: annotations %s=%q, %s=%q do not name a Deployment (NAMESPACE/NAME and its UID): they were changed outside kubectl ql3 worker stage; inspect it", what, AnnotationDeployment, strictjson.Clip(rec), AnnotationDeploymentUID, strictjson.Clip(uid))
+	}
+	return ns, name, uid, true, nil
+}
+
+// checkRecorded refuses to publish stage st (staged for d) to dep unless
+// st records dep itself: the same namespace/name (else tamper: the
+// delivery, bound by digest, names it) and the same UID (else conflict:
+// the Deployment was deleted and created again since the stage). A stage
+// that records none is published to the Deployment its delivery names.
+func (o *Options) checkRecorded(what string, st *corev1.Secret, dep *appsv1.Deployment) error {
+	ns, name, uid, ok, err := recordedDeployment(what, st)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		o.say("%s records no Deployment (staged by an older kubectl-ql3): publishing to %s/%s, which its delivery names", what, dep.Namespace, dep.Name)
+		return nil
+	case ns != dep.Namespace || name != dep.Name:
+		return fail.Errorf(fail.Tamper, "%s records Deployment %s/%s, but its delivery targets %s/%s: the stage's annotations were changed; inspect it; nothing was written", what, ns, name, dep.Namespace, dep.Name)
+	case uid != string(dep.UID):
+		return fail.Errorf(fail.Conflict, "%s was staged for Deployment %s/%s with UID %s, but that Deployment now has UID %s (it was deleted and created again since): stage the credential again under a new deliveryId; nothing was written", what, ns, name, uid, dep.UID)
+	}
+	return nil
 }
 
 // checkStage validates a stage Secret read back for d: managed, immutable,
@@ -84,11 +128,15 @@ func Stage(ctx context.Context, o Options, d *delivery.Delivery, tok []byte) (*S
 	if err := delivery.CheckToken(tok); err != nil {
 		return nil, err
 	}
+	if err := CheckStageNamespace(o.Namespace, o.StageNamespace); err != nil {
+		return nil, err
+	}
 	if err := o.checkTarget(ctx, d); err != nil {
 		return nil, err
 	}
 	ns, name, what := o.stageNS(), delivery.StageName(d.DeliveryID), o.stageWhat(d)
 	if err := cas.Require(ctx, o.Review, []cas.Access{
+		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: o.Namespace, Name: d.Target.Deployment},
 		{Verb: "get", Resource: "secrets", Namespace: ns, Name: name},
 		{Verb: "list", Resource: "secrets", Namespace: ns},
 		{Verb: "create", Resource: "secrets", Namespace: ns},
@@ -112,20 +160,14 @@ func Stage(ctx context.Context, o Options, d *delivery.Delivery, tok []byte) (*S
 		o.say("%s already holds exactly this delivery: nothing to write", what)
 		return res, nil
 	}
-	list, err := o.Stages.List(ctx, metav1.ListOptions{LabelSelector: LabelStage + "=true," + LabelManagedBy + "=" + ManagedBy})
+	dep, err := o.stagedFor(ctx, d)
 	if err != nil {
-		return nil, cas.Classify(cas.OpRead, "count the stage Secrets in namespace "+ns, err)
+		return nil, err
 	}
-	live := 0
-	for _, s := range list.Items {
-		if s.DeletionTimestamp == nil {
-			live++
-		}
+	if err := o.checkCap(ctx, ns); err != nil {
+		return nil, err
 	}
-	if live >= o.cap() {
-		return nil, fail.Errorf(fail.Conflict, "namespace %s already holds %d live stage Secrets (the cap is %d): discard the stages of published or abandoned deliveries first (kubectl ql3 worker discard-stage); nothing was written", ns, live, o.cap())
-	}
-	desired, err := StageSecret(ns, d, tok)
+	desired, err := StageSecret(ns, d, tok, dep)
 	if err != nil {
 		return nil, err
 	}
@@ -163,4 +205,37 @@ func Stage(ctx context.Context, o Options, d *delivery.Delivery, tok []byte) (*S
 	res.Action, res.UID, res.ResourceVersion, res.Settled = "created", string(got.Object.UID), got.Object.ResourceVersion, got.Settled
 	o.say("%s: created (immutable)", what)
 	return res, nil
+}
+
+// checkCap counts the live stage Secrets of ns by label: at the cap, a
+// new stage is a conflict.
+func (o *Options) checkCap(ctx context.Context, ns string) error {
+	list, err := o.Stages.List(ctx, metav1.ListOptions{LabelSelector: LabelStage + "=true," + LabelManagedBy + "=" + ManagedBy})
+	if err != nil {
+		return cas.Classify(cas.OpRead, "count the stage Secrets in namespace "+ns, err)
+	}
+	live := 0
+	for _, s := range list.Items {
+		if s.DeletionTimestamp == nil {
+			live++
+		}
+	}
+	if live >= o.cap() {
+		return fail.Errorf(fail.Conflict, "namespace %s already holds %d live stage Secrets (the cap is %d): discard the stages of published or abandoned deliveries first (kubectl ql3 worker discard-stage); nothing was written", ns, live, o.cap())
+	}
+	return nil
+}
+
+// stagedFor reads the Worker Deployment d targets, which the stage records:
+// absent is invalid (deploy the Worker first).
+func (o *Options) stagedFor(ctx context.Context, d *delivery.Delivery) (*appsv1.Deployment, error) {
+	dwhat := o.deploymentWhat(d.Target.Deployment)
+	dep, present, err := cas.Read(ctx, o.Deployments, d.Target.Deployment, dwhat)
+	if err != nil {
+		return nil, err
+	}
+	if !present {
+		return nil, fail.Errorf(fail.Invalid, "%s does not exist: deploy the Worker release first (a stage records the Deployment it is for); nothing was written", dwhat)
+	}
+	return dep, nil
 }

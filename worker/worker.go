@@ -33,6 +33,11 @@ const (
 	LabelCredential = "qinglong.io/worker-credential"
 	// AnnotationDeliveryDigest binds a stage to its delivery file.
 	AnnotationDeliveryDigest = "qinglong.io/worker-delivery-digest"
+	// AnnotationDeployment records, on a stage, the Worker Deployment it
+	// was staged for ("NAMESPACE/NAME"), AnnotationDeploymentUID its UID:
+	// publish and discard-stage use the recorded Deployment, not a flag.
+	AnnotationDeployment    = "qinglong.io/worker-deployment"
+	AnnotationDeploymentUID = "qinglong.io/worker-deployment-uid"
 	// FieldManager is the field manager of every write.
 	FieldManager = "kubectl-ql3-worker"
 	// DefaultStageCap is the default bound on live stage Secrets.
@@ -55,11 +60,14 @@ type Options struct {
 	// Secrets is Namespace's Secret client.
 	Secrets cas.Client[*corev1.Secret]
 	// Deployments is Namespace's Deployment client.
-	// DeploymentName names the Worker Deployment (discard-stage only;
-	// publish takes it from the delivery).
+	// DeploymentName names the Worker Deployment for discard-stage: it
+	// must agree with the Deployment the stage records, and is used only
+	// for a stage made before stages recorded it. Stage and publish take
+	// it from the delivery.
 	DeploymentName string
 	Deployments    cas.Client[*appsv1.Deployment]
-	// StageNamespace holds the stage Secrets (Namespace when empty).
+	// StageNamespace holds the stage Secrets; it must be set and differ
+	// from Namespace (CheckStageNamespace).
 	StageNamespace string
 	// Stages is StageNamespace's Secret client.
 	Stages SecretClient
@@ -90,11 +98,18 @@ func (o *Options) say(format string, args ...any) {
 	}
 }
 
-func (o *Options) stageNS() string {
-	if o.StageNamespace == "" {
-		return o.Namespace
+func (o *Options) stageNS() string { return o.StageNamespace }
+
+// CheckStageNamespace refuses a stage namespace that is empty or the
+// Worker's own (fail.Invalid): token-bearing stage Secrets must never sit
+// next to the identity Secret, and the stage rules of the least privilege
+// (list; get and delete of per-delivery names) cannot be limited by name,
+// so in the Worker's namespace they would reach it.
+func CheckStageNamespace(ns, stageNS string) error {
+	if stageNS == "" || stageNS == ns {
+		return fail.Errorf(fail.Invalid, "--stage-namespace: give a namespace of its own for the stage Secrets (not %q, the Worker's): stage Secrets hold tokens and must not sit next to %s, and the stage rules (list, and get/delete of per-delivery names) cannot be limited by name; create one (kubectl create namespace %s-stages) and pass it to stage, publish, discard-stage and rbac", ns, delivery.IdentitySecret, ns)
 	}
-	return o.StageNamespace
+	return nil
 }
 
 func (o *Options) cap() int {
