@@ -31,7 +31,31 @@ func lockedFixture(t *testing.T) filesys.FileSystem {
 
 func testCache(t *testing.T) *rendercache.Cache {
 	t.Helper()
-	return &rendercache.Cache{Dir: filepath.Join(t.TempDir(), "render"), Build: rendercache.BuildID()}
+	return &rendercache.Cache{Dir: filepath.Join(t.TempDir(), "render"), Build: DigestBytes("x", []byte("test build")), MACKey: bytes.Repeat([]byte{7}, rendercache.KeySize)}
+}
+
+// readEntry is the entry in file p, read as c reads it.
+func readEntry(t *testing.T, c *rendercache.Cache, p string) *rendercache.Entry {
+	t.Helper()
+	e, err := c.Get(DigestPrefix + strings.TrimSuffix(filepath.Base(p), ".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// forge writes e to file p with c's key: an entry a key holder wrote,
+// whatever it holds.
+func forge(t *testing.T, c *rendercache.Cache, p string, e *rendercache.Entry) {
+	t.Helper()
+	if err := c.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	if q := filepath.Join(c.Dir, strings.TrimPrefix(e.Key, DigestPrefix)+".json"); q != p {
+		if err := os.Rename(q, p); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // wireBytes is what the ceremony would send for the objects: each one's
@@ -109,6 +133,8 @@ func TestLoadReleaseCachedMissThenHit(t *testing.T) {
 	}
 }
 
+const notOurs = "entry not written with this installation's key"
+
 // A corrupted, forged or foreign entry only costs a render: the objects
 // are the fresh render's, byte for byte, and the entry is rewritten.
 func TestLoadReleaseCachedBadEntries(t *testing.T) {
@@ -117,18 +143,33 @@ func TestLoadReleaseCachedBadEntries(t *testing.T) {
 		edit       func(t *testing.T, c *rendercache.Cache, path string)
 		wantReason string
 	}{
-		{"garbage", func(t *testing.T, _ *rendercache.Cache, p string) { write(t, p, []byte("{not json")) }, "render cache entry"},
+		{"garbage", func(t *testing.T, _ *rendercache.Cache, p string) { write(t, p, []byte("{not json")) }, notOurs},
 		{"truncated", func(t *testing.T, _ *rendercache.Cache, p string) {
 			data, _ := os.ReadFile(p)
 			write(t, p, data[:len(data)/2])
-		}, "render cache entry"},
-		{"tampered object", func(t *testing.T, _ *rendercache.Cache, p string) {
-			// Change one value, keep every digest the entry claims.
+		}, notOurs},
+		{"edited without the key", func(t *testing.T, _ *rendercache.Cache, p string) {
+			// One value changed in the file, the mac and every claimed digest kept.
 			data, _ := os.ReadFile(p)
-			e, err := rendercache.ParseEntry(data)
-			if err != nil {
-				t.Fatal(err)
+			out := bytes.Replace(data, []byte(`"log-level":"info"`), []byte(`"log-level":"xinfo"`), 1)
+			if bytes.Equal(out, data) {
+				t.Fatal("the entry holds no log-level to edit")
 			}
+			write(t, p, out)
+		}, notOurs},
+		{"written with another key", func(t *testing.T, c *rendercache.Cache, p string) {
+			e := readEntry(t, c, p)
+			other := *c
+			other.MACKey = bytes.Repeat([]byte{8}, rendercache.KeySize)
+			forge(t, &other, p, e)
+		}, notOurs},
+		{"no mac", func(t *testing.T, c *rendercache.Cache, p string) {
+			out, _ := json.Marshal(readEntry(t, c, p))
+			write(t, p, out)
+		}, notOurs},
+		{"tampered object with the key", func(t *testing.T, c *rendercache.Cache, p string) {
+			// Change one value, keep every digest the entry claims.
+			e := readEntry(t, c, p)
 			tampered := false
 			for i, o := range e.Objects {
 				if bytes.Contains(o, []byte(`"log-level"`)) {
@@ -139,29 +180,22 @@ func TestLoadReleaseCachedBadEntries(t *testing.T) {
 			if !tampered {
 				t.Fatal("fixture has no log-level to tamper with")
 			}
-			out, _ := json.Marshal(e)
-			write(t, p, out)
+			forge(t, c, p, e)
 		}, "entry does not match the lock"},
-		{"dropped object", func(t *testing.T, _ *rendercache.Cache, p string) {
-			data, _ := os.ReadFile(p)
-			e, _ := rendercache.ParseEntry(data)
+		{"dropped object with the key", func(t *testing.T, c *rendercache.Cache, p string) {
+			e := readEntry(t, c, p)
 			e.Objects = e.Objects[:len(e.Objects)-1]
-			out, _ := json.Marshal(e)
-			write(t, p, out)
+			forge(t, c, p, e)
 		}, "entry does not match the lock"},
-		{"claims another render", func(t *testing.T, _ *rendercache.Cache, p string) {
-			data, _ := os.ReadFile(p)
-			e, _ := rendercache.ParseEntry(data)
+		{"claims another render with the key", func(t *testing.T, c *rendercache.Cache, p string) {
+			e := readEntry(t, c, p)
 			e.RenderDigest = DigestBytes("render", []byte("other"))
-			out, _ := json.Marshal(e)
-			write(t, p, out)
+			forge(t, c, p, e)
 		}, "entry is for another release state"},
-		{"entry of another key", func(t *testing.T, _ *rendercache.Cache, p string) {
-			data, _ := os.ReadFile(p)
-			e, _ := rendercache.ParseEntry(data)
+		{"entry of another key", func(t *testing.T, c *rendercache.Cache, p string) {
+			e := readEntry(t, c, p)
 			e.Key = DigestBytes("x", []byte("other key"))
-			out, _ := json.Marshal(e)
-			write(t, p, out)
+			forge(t, c, p, e)
 		}, "the entry is for key"},
 		{"foreign build", func(t *testing.T, c *rendercache.Cache, _ string) {
 			c.Build = DigestBytes("x", []byte("another plugin build"))

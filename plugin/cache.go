@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,17 +19,20 @@ func addNoCacheFlag(fs *pflag.FlagSet, p *bool) {
 }
 
 // renderCache is the user's render cache for this binary, or nil with
-// --no-cache or when there is no user cache directory: the cache is an
-// optimisation, and its absence never stops a command.
-func renderCache(noCache bool) (*rendercache.Cache, error) {
+// --no-cache or when it cannot be opened (no user cache or config
+// directory, a key file that fails its checks, an executable that cannot
+// be hashed): the cache is an optimisation, and its absence never stops a
+// command. Why it is off is said on errOut, except for --no-cache.
+func renderCache(noCache bool, errOut io.Writer) *rendercache.Cache {
 	if noCache {
-		return nil, nil
+		return nil
 	}
-	c, err := rendercache.Open()
+	c, _, err := rendercache.Open()
 	if err != nil {
-		return nil, nil
+		fmt.Fprintf(errOut, "render cache: off: %v\n", err)
+		return nil
 	}
-	return c, nil
+	return c
 }
 
 type cacheOptions struct {
@@ -43,8 +47,9 @@ func newCmdCache(streams genericiooptions.IOStreams) *cobra.Command {
 		Long: `The render cache holds the rendered objects of releases this plugin build has
 rendered, keyed by their source digest and the plugin build, so that preflight,
 apply and diff do not run kustomize again for a release the lock binds. An entry is
-used only when its objects re-derive the lock's render digest: a stale or
-corrupted entry can only cost a render (docs/render-cache.md). Renders holding
+used only when its MAC verifies under this installation's key (kept outside the
+cache directory) and its objects re-derive the lock's render digest: an entry
+anyone without the key wrote can only cost a render (docs/render-cache.md). Renders holding
 Secret values are never cached. --no-cache on lock, preflight, apply, resume,
 rollback and diff bypasses it.`,
 		Args: noArgs,
@@ -58,15 +63,30 @@ func newCmdCacheDir(streams genericiooptions.IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "dir",
 		Short: "Print the render cache directory",
-		Long:  `Print the render cache directory: $XDG_CACHE_HOME/kubectl-ql3/render (os.UserCacheDir).`,
-		Args:  noArgs,
+		Long: `Print the render cache directory: $XDG_CACHE_HOME/kubectl-ql3/render (os.UserCacheDir).
+On stderr, say where its key is ($XDG_CONFIG_HOME/kubectl-ql3/render-cache.key,
+os.UserConfigDir), how this build is identified, and why the cache is off if it is.`,
+		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			d, err := rendercache.DefaultDir()
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintln(streams.Out, d)
-			return err
+			if _, err = fmt.Fprintln(streams.Out, d); err != nil {
+				return err
+			}
+			if kp, err := rendercache.DefaultKeyPath(); err == nil {
+				fmt.Fprintf(streams.ErrOut, "key: %s\n", kp)
+			}
+			switch _, how, err := rendercache.Open(); {
+			case err != nil:
+				fmt.Fprintf(streams.ErrOut, "render cache: off: %v\n", err)
+			case how != "":
+				fmt.Fprintf(streams.ErrOut, "build: %s\n", how)
+			default:
+				fmt.Fprintln(streams.ErrOut, "build: identified by its module versions, sums and VCS revision")
+			}
+			return nil
 		},
 	}
 }
@@ -101,10 +121,11 @@ func (o *cacheOptions) Validate() error {
 }
 
 func (o *cacheOptions) Run(now time.Time) error {
-	c, err := rendercache.Open()
+	d, err := rendercache.DefaultDir()
 	if err != nil {
 		return err
 	}
+	c := &rendercache.Cache{Dir: d}
 	n, err := c.Prune(o.olderThan, now)
 	if err != nil {
 		return err

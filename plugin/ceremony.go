@@ -126,9 +126,7 @@ func (f *ceremonyFlags) options(flags *genericclioptions.ConfigFlags, errOut io.
 		ReceiptsDir: f.receiptsDir,
 		Progress:    errOut,
 	}
-	if o.RenderCache, err = renderCache(f.noCache); err != nil {
-		return o, err
-	}
+	o.RenderCache = renderCache(f.noCache, errOut)
 	if f.signKey != "" {
 		var key ed25519.PrivateKey
 		if key, err = receipts.LoadSigningKey(f.signKey); err != nil {

@@ -234,11 +234,8 @@ func (o *lockOptions) Run(ctx context.Context) error {
 // fillCache stores the fresh render for preflight and apply (lock always
 // renders). The cache is an optimisation: a failure to store is a warning.
 func (o *lockOptions) fillCache(rel *inventory.Release) {
-	c, err := renderCache(o.noCache)
+	c := renderCache(o.noCache, o.streams.ErrOut)
 	if c == nil {
-		if err != nil {
-			fmt.Fprintf(o.streams.ErrOut, "warning: render cache: %v\n", err)
-		}
 		return
 	}
 	if err := inventory.StoreRender(c, rel); err != nil {

@@ -1,16 +1,18 @@
 // Package rendercache is the content-addressed store of rendered releases
 // (docs/render-cache.md). An entry holds the canonical rendered objects of
 // one release state, keyed by the release's source digest and the plugin
-// build that rendered it. The store only keeps bytes: it is never trusted.
-// Whoever reads an entry recomputes its render digest and uses it only when
-// that equals the digest the release's lock binds, so a corrupted, stale or
-// foreign entry can only cost a render.
+// build that rendered it, and carries a MAC under a key kept outside the
+// cache directory: an entry is used only if a holder of that key (this
+// installation) wrote it. Whoever reads an entry also recomputes its render
+// digest and uses it only when that equals the digest the release's lock
+// binds.
 //
 // The package is offline and pure: no client-go, no kustomize.
 package rendercache
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,18 +20,20 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 const (
 	// Schema is every entry's schema field.
-	Schema = "kubectl-ql3/render-cache@v1"
+	Schema = "kubectl-ql3/render-cache@v2"
+	// MaxEntryBytes bounds an entry file: a larger one is never read, and a
+	// render that would make one is not stored.
+	MaxEntryBytes = 64 << 20
 	// DomainKey is the digest domain of cache keys.
 	DomainKey = "render-cache-key"
 	// DomainBuild is the digest domain of build identities.
@@ -46,6 +50,10 @@ type Cache struct {
 	Dir string
 	// Build identifies the plugin build (BuildID); it is part of every key.
 	Build string
+	// MACKey authenticates entries (LoadKey): Get uses only entries whose
+	// MAC under it verifies, Put writes it. Without it nothing is read or
+	// written.
+	MACKey []byte
 }
 
 // DefaultDir is $XDG_CACHE_HOME/kubectl-ql3/render (os.UserCacheDir).
@@ -57,67 +65,26 @@ func DefaultDir() (string, error) {
 	return filepath.Join(d, "kubectl-ql3", "render"), nil
 }
 
-// Open is the cache in DefaultDir for the running binary's build.
-func Open() (*Cache, error) {
-	d, err := DefaultDir()
+// Open is the cache in DefaultDir for the running binary's build, with
+// the key at DefaultKeyPath (created on first use). how is BuildID's note
+// ("" for a build its build information identifies). Any error means the
+// cache is off.
+func Open() (c *Cache, how string, err error) {
+	c = &Cache{}
+	if c.Dir, err = DefaultDir(); err != nil {
+		return nil, "", err
+	}
+	if c.Build, how, err = BuildID(); err != nil {
+		return nil, "", fail.Errorf(fail.Unavailable, "render cache: %w", err)
+	}
+	kp, err := DefaultKeyPath()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return &Cache{Dir: d, Build: BuildID()}, nil
-}
-
-// Module is one module of a build, as the build identity covers it.
-type Module struct {
-	Path    string `json:"path"`
-	Version string `json:"version"`
-	Sum     string `json:"sum"`
-	// Replace is the replacement's path@version, if any.
-	Replace string `json:"replace,omitempty"`
-}
-
-// Build is what a build identity binds: the main module and every
-// dependency (kustomize's modules among them), with their sums.
-type Build struct {
-	GoVersion string   `json:"goVersion"`
-	Main      Module   `json:"main"`
-	Deps      []Module `json:"deps"`
-}
-
-// BuildOf extracts the build identity's input from build information.
-// Dependencies are sorted by path.
-func BuildOf(bi *debug.BuildInfo) Build {
-	mod := func(m *debug.Module) Module {
-		out := Module{Path: m.Path, Version: m.Version, Sum: m.Sum}
-		if m.Replace != nil {
-			out.Replace = m.Replace.Path + "@" + m.Replace.Version + " " + m.Replace.Sum
-		}
-		return out
+	if c.MACKey, err = LoadKey(kp); err != nil {
+		return nil, "", err
 	}
-	b := Build{GoVersion: bi.GoVersion, Main: mod(&bi.Main), Deps: []Module{}}
-	for _, d := range bi.Deps {
-		b.Deps = append(b.Deps, mod(d))
-	}
-	slices.SortFunc(b.Deps, func(x, y Module) int { return strings.Compare(x.Path, y.Path) })
-	return b
-}
-
-// BuildDigest is the build identity of b: the canonical JSON of b under
-// DomainBuild.
-func BuildDigest(b Build) (string, error) { return canon.DigestOf(DomainBuild, b) }
-
-// BuildID is the running binary's build identity. Without build
-// information (never the case for a Go binary built with modules) it is
-// the digest of an empty build, which still differs from every real one.
-func BuildID() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		bi = &debug.BuildInfo{}
-	}
-	d, err := BuildDigest(BuildOf(bi))
-	if err != nil {
-		panic(fmt.Sprintf("render cache: build digest: %v", err)) // plain strings: cannot fail
-	}
-	return d
+	return c, how, nil
 }
 
 // Key is the cache key of a release state: the canonical JSON of
@@ -181,17 +148,36 @@ func (c *Cache) path(key string) string {
 // ErrMiss reports that no usable entry exists for a key; it wraps the reason.
 var ErrMiss = errors.New("render cache miss")
 
-// Get reads the entry for key. Every failure is a miss: an error wrapping
-// ErrMiss with the reason (absent, unreadable, malformed, another key).
+// file is an entry file: the entry's bytes and their MAC under the key.
+type file struct {
+	Entry json.RawMessage `json:"entry"`
+	MAC   string          `json:"mac"`
+}
+
+// Get reads the entry for key. The file is read as safefile reads it (a
+// regular file, no symbolic link, at most MaxEntryBytes, unchanged across
+// the read); its mac must be the MAC of its entry member's exact bytes
+// under c.MACKey before anything in the entry is parsed. Every failure is
+// a miss: an error wrapping ErrMiss with the reason (absent, unreadable,
+// not written with this key, malformed, another key).
 func (c *Cache) Get(key string) (*Entry, error) {
-	data, err := os.ReadFile(c.path(key))
+	if len(c.MACKey) != KeySize {
+		return nil, fmt.Errorf("%w: no render cache key", ErrMiss)
+	}
+	data, err := safefile.Read(c.path(key), MaxEntryBytes, safefile.Perm{})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: no entry", ErrMiss)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
 	}
-	e, err := ParseEntry(data)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f file
+	if err := dec.Decode(&f); err != nil || dec.More() || !hmac.Equal([]byte(f.MAC), []byte(MAC(c.MACKey, f.Entry))) {
+		return nil, fmt.Errorf("%w: entry not written with this installation's key", ErrMiss)
+	}
+	e, err := ParseEntry(f.Entry)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
 	}
@@ -201,18 +187,33 @@ func (c *Cache) Get(key string) (*Entry, error) {
 	return e, nil
 }
 
-// Put writes e atomically: a 0600 temporary file in the 0700 cache
-// directory, synced, then renamed over the entry's name. Readers see the
-// old entry, the new one, or none; never a partial one.
+// Put writes e with its MAC atomically: a 0600 temporary file in the 0700
+// cache directory, synced, then renamed over the entry's name. Readers see
+// the old entry, the new one, or none; never a partial one.
 func (c *Cache) Put(e *Entry) error {
+	if len(c.MACKey) != KeySize {
+		return fail.Errorf(fail.Invalid, "render cache: no key to authenticate the entry")
+	}
 	e.Schema = Schema
-	data, err := json.Marshal(e)
+	raw, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	if _, err := ParseEntry(data); err != nil {
+	if _, err := ParseEntry(raw); err != nil {
 		return err
 	}
+	data, err := json.Marshal(file{Entry: raw, MAC: MAC(c.MACKey, raw)})
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxEntryBytes {
+		return fail.Errorf(fail.Invalid, "render cache: the entry would be %d bytes, more than the cap of %d", len(data), MaxEntryBytes)
+	}
+	return c.write(e.Key, data)
+}
+
+// write stores data as the entry file of key, atomically.
+func (c *Cache) write(key string, data []byte) error {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return fail.Errorf(fail.Unavailable, "render cache %q: %w; pass --no-cache to run without it", c.Dir, err)
 	}
@@ -240,7 +241,7 @@ func (c *Cache) Put(e *Entry) error {
 	if err := f.Close(); err != nil {
 		return fail.Errorf(fail.Unavailable, "render cache: %w", err)
 	}
-	if err := os.Rename(tmp, c.path(e.Key)); err != nil {
+	if err := os.Rename(tmp, c.path(key)); err != nil {
 		return fail.Errorf(fail.Unavailable, "render cache: %w", err)
 	}
 	return nil

@@ -95,6 +95,10 @@ func TestBuildDigest(t *testing.T) {
 		}, false},
 		{"added dependency", func(b *debug.BuildInfo) { b.Deps = append(b.Deps, &debug.Module{Path: "x", Version: "v1"}) }, false},
 		{"go version", func(b *debug.BuildInfo) { b.GoVersion = "go1.26.1" }, false},
+		{"vcs revision", func(b *debug.BuildInfo) {
+			b.Settings = []debug.BuildSetting{{Key: "vcs.revision", Value: "1111"}, {Key: "vcs.modified", Value: "false"}}
+		}, false},
+		{"build tags", func(b *debug.BuildInfo) { b.Settings = []debug.BuildSetting{{Key: "-tags", Value: "ql3crash"}} }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,8 +113,44 @@ func TestBuildDigest(t *testing.T) {
 			}
 		})
 	}
-	if id := BuildID(); !canon.IsDigest(id) || id != BuildID() {
-		t.Errorf("BuildID %q is not a stable digest", id)
+	id, how, err := BuildID()
+	if id2, _, _ := BuildID(); err != nil || !canon.IsDigest(id) || id != id2 {
+		t.Errorf("BuildID %q (%s, %v) is not a stable digest", id, how, err)
+	}
+	// A test binary has no VCS stamp and a (devel) main module: it is keyed
+	// by its executable as well.
+	if !strings.Contains(how, "executable") {
+		t.Errorf("BuildID of a test binary: %q, want it keyed by the executable", how)
+	}
+}
+
+// Two builds the build information does not tell apart must not share
+// keys: such builds are named by Identified and keyed by their executable.
+func TestBuildIdentified(t *testing.T) {
+	vcs := func(rev, modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
+	}
+	deps := []*debug.Module{{Path: "sigs.k8s.io/kustomize/api", Version: "v0.20.1", Sum: "h1:a"}}
+	tests := []struct {
+		name    string
+		bi      debug.BuildInfo
+		wantWhy string // "" = identified
+	}{
+		{"released module", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "v1.0.0", Sum: "h1:m"}, Deps: deps}, ""},
+		{"devel, clean checkout", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "(devel)"}, Deps: deps, Settings: vcs("abc", "false")}, ""},
+		{"devel, no VCS stamp", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "(devel)"}, Deps: deps}, "no module version and no VCS revision"},
+		{"devel, modified tree", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "(devel)"}, Deps: deps, Settings: vcs("abc", "true")}, "modified tree"},
+		{"version without sum", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "v1.0.0"}, Deps: deps}, "no module version"},
+		{"local replacement", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "v1.0.0", Sum: "h1:m"},
+			Deps: []*debug.Module{{Path: "sigs.k8s.io/kustomize/api", Version: "v0.20.1", Replace: &debug.Module{Path: "../kustomize"}}}}, "local replacement"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok, why := BuildOf(&tt.bi).Identified()
+			if ok != (tt.wantWhy == "") || !strings.Contains(why, tt.wantWhy) {
+				t.Errorf("Identified = %t, %q; want why %q", ok, why, tt.wantWhy)
+			}
+		})
 	}
 }
 
@@ -120,8 +160,10 @@ func entryFor(t *testing.T, key string) *Entry {
 		Objects: []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo"}}`)}}
 }
 
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
 func TestPutGet(t *testing.T) {
-	c := &Cache{Dir: filepath.Join(t.TempDir(), "a", "render"), Build: buildA}
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "a", "render"), Build: buildA, MACKey: testKey}
 	key, _ := Key(srcA, buildA)
 	if _, err := c.Get(key); !errors.Is(err, ErrMiss) || !strings.Contains(err.Error(), "no entry") {
 		t.Fatalf("empty cache: %v, want a miss: no entry", err)
