@@ -3,12 +3,18 @@ package plugin_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
 )
 
 // The render cache end to end, against the test cluster: lock fills it,
@@ -17,19 +23,25 @@ import (
 func TestCLIRenderCache(t *testing.T) {
 	ns := controlNamespace(t)
 	dir := releaseCopy(t, "v3.0.0", ns, "")
-	cacheHome := t.TempDir()
-	env := []string{"XDG_CACHE_HOME=" + cacheHome}
+	cacheHome, configHome := t.TempDir(), t.TempDir()
+	env := []string{"XDG_CACHE_HOME=" + cacheHome, "XDG_CONFIG_HOME=" + configHome}
 	cacheDir := filepath.Join(cacheHome, "kubectl-ql3", "render")
+	keyPath := filepath.Join(configHome, "kubectl-ql3", "render-cache.key")
 	work := t.TempDir()
 
-	if got := strings.TrimSpace(mustRun(t, env, "cache", "dir")); got != cacheDir {
-		t.Fatalf("cache dir %q, want %q", got, cacheDir)
+	out, stderr, code := run(t, env, "cache", "dir")
+	if got := strings.TrimSpace(out); code != 0 || got != cacheDir || !strings.Contains(stderr, "key: "+keyPath+"\n") || !strings.Contains(stderr, "build: ") {
+		t.Fatalf("cache dir: exit %d, %q, want %q and the key's path on stderr\n%s", code, got, cacheDir, stderr)
 	}
-	// lock always renders, and fills the cache.
+	// lock always renders, and fills the cache; the key is owner-only,
+	// outside the cache directory.
 	mustRun(t, env, "lock", dir, "--version", "3.0.0", "--update")
 	entries, _ := filepath.Glob(filepath.Join(cacheDir, "*.json"))
 	if len(entries) != 1 {
 		t.Fatalf("after lock the cache holds %q, want one entry", entries)
+	}
+	if st, err := os.Stat(keyPath); err != nil || st.Mode().Perm() != 0o600 || st.Size() != 32 {
+		t.Fatalf("render cache key: %v, want a 32-byte 0600 file", err)
 	}
 
 	preflight := func(name string, extra ...string) string {
@@ -60,11 +72,11 @@ func TestCLIRenderCache(t *testing.T) {
 	if err := os.WriteFile(entries[0], tampered, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := run(t, env, "apply", "--preflight", filepath.Join(work, "hit.json"), "--receipts-dir", filepath.Join(work, "r"))
+	out, stderr, code = run(t, env, "apply", "--preflight", filepath.Join(work, "hit.json"), "--receipts-dir", filepath.Join(work, "r"))
 	if code != 0 || !strings.Contains(out, "committed") {
 		t.Fatalf("apply: exit %d\n%s\n%s", code, out, stderr)
 	}
-	if !strings.Contains(stderr, "render: cache miss (entry does not match the lock), stored") {
+	if !strings.Contains(stderr, "render: cache miss (entry not written with this installation's key), stored") {
 		t.Errorf("apply with a tampered entry: want a miss and a re-render\n%s", stderr)
 	}
 	cm, err := cp.Clientset().CoreV1().ConfigMaps(ns).Get(context.Background(), "ql3-config", metav1.GetOptions{})
@@ -86,7 +98,7 @@ func TestCLIRenderCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stderr, code = run(t, env, "diff", dir, "--exit-code")
-	if code != 0 || !strings.Contains(stderr, "render: cache miss (entry does not match the lock), stored") || strings.Contains(out, "pwned") {
+	if code != 0 || !strings.Contains(stderr, "render: cache miss (entry not written with this installation's key), stored") || strings.Contains(out, "pwned") {
 		t.Errorf("diff with a tampered entry: exit %d, want 0, a miss and no tampered value\n%s\n%s", code, out, stderr)
 	}
 	if _, stderr, _ = run(t, env, "diff", dir, "--no-cache"); strings.Contains(stderr, "render:") {
@@ -103,4 +115,161 @@ func TestCLIRenderCache(t *testing.T) {
 	if _, stderr, code = run(t, env, "cache", "prune", "--older-than", "-1h"); code != 2 {
 		t.Errorf("prune --older-than -1h: exit %d, want 2: %s", code, stderr)
 	}
+
+	// A key others may read is refused, and left as it is: the cache is off.
+	key, _ := os.ReadFile(keyPath)
+	if err := os.Chmod(keyPath, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code = run(t, env, "cache", "dir"); code != 0 || !strings.Contains(stderr, "render cache: off: render cache key: "+keyPath) || !strings.Contains(stderr, "owner-only") {
+		t.Errorf("cache dir with a group-readable key: exit %d, want 0 and the cache off\n%s", code, stderr)
+	}
+	if after, _ := os.ReadFile(keyPath); !bytes.Equal(after, key) {
+		t.Error("a refused key was replaced")
+	}
+}
+
+// issue #22 item 1: a lock whose render digests were edited (its sources
+// untouched) plus a planted cache entry holding the objects those digests
+// name. Whoever planted it does not hold this installation's key, so the
+// entry is never used: preflight and diff refuse exactly as they do without
+// the cache, and the planted object never reaches the API server.
+func TestCLIRenderCachePlantedEntry(t *testing.T) {
+	ns := controlNamespace(t)
+	dir := releaseCopy(t, "v3.0.0", ns, "")
+	cacheHome := t.TempDir()
+	env := []string{"XDG_CACHE_HOME=" + cacheHome, "XDG_CONFIG_HOME=" + t.TempDir()}
+	mustRun(t, env, "lock", dir, "--version", "3.0.0", "--update")
+	entries, _ := filepath.Glob(filepath.Join(cacheHome, "kubectl-ql3", "render", "*.json"))
+	if len(entries) != 1 {
+		t.Fatalf("after lock the cache holds %q, want one entry", entries)
+	}
+	victim, err := inventory.ReadLock(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Another installation (another branch's CI) renders the release with
+	// one more object, ql3-planted, and caches it under its own key.
+	other := t.TempDir()
+	otherEnv := []string{"XDG_CACHE_HOME=" + filepath.Join(other, "cache"), "XDG_CONFIG_HOME=" + filepath.Join(other, "config")}
+	odir := filepath.Join(other, "release")
+	if err := os.CopyFS(odir, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(odir, "planted.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ql3-planted\ndata:\n  owner: attacker\n")
+	kust, _ := os.ReadFile(filepath.Join(odir, "kustomization.yaml"))
+	write(t, filepath.Join(odir, "kustomization.yaml"), strings.Replace(string(kust), "- widget.yaml", "- widget.yaml\n- planted.yaml", 1))
+	mustRun(t, otherEnv, "lock", odir, "--version", "3.0.0", "--update")
+	forged, err := inventory.ReadLock(filesys.MakeFsOnDisk(), odir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forged.Render.Digest == victim.Render.Digest || forged.Render.InventoryDigest == victim.Render.InventoryDigest {
+		t.Fatal("the planted release renders like the locked one")
+	}
+
+	// The victim's lock with the other render's digests; its sources as they were.
+	forged.Source = victim.Source
+	data, err := forged.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, inventory.LockFile), string(data))
+
+	// What a refusal looks like without the cache: the reference.
+	work := t.TempDir()
+	preflight := func(extra ...string) (string, int) {
+		t.Helper()
+		args := append([]string{"preflight", dir, "--transition", "install", "--expected-head", headToken(t, env, ns), "--out", filepath.Join(work, "p.json")}, extra...)
+		_, stderr, code := run(t, env, args...)
+		return stderr, code
+	}
+	refusal := func(stderr string) string { return stderr[max(strings.LastIndex(stderr, "error: "), 0):] }
+	wantStderr, wantCode := preflight("--no-cache")
+	if wantCode == 0 || !strings.Contains(wantStderr, "render.digest") {
+		t.Fatalf("preflight --no-cache with the edited lock: exit %d, want a refusal naming render.digest\n%s", wantCode, wantStderr)
+	}
+	_, diffWant, diffCode := run(t, env, "diff", dir, "--no-cache")
+
+	otherEntry := otherCacheEntry(t, other)
+	key := "sha256:" + strings.TrimSuffix(filepath.Base(entries[0]), ".json")
+	plants := map[string][]byte{
+		// The bare entry today's format accepts, fields retargeted.
+		"bare entry": plantedEntry(t, otherEntry, key, victim.Source.Digest),
+		// The other installation's MAC, recomputed over the retargeted entry
+		// with its own key: valid, but not under this installation's key.
+		"entry with another installation's mac": func() []byte {
+			e := plantedEntry(t, otherEntry, key, victim.Source.Digest)
+			k, err := os.ReadFile(filepath.Join(other, "config", "kubectl-ql3", "render-cache.key"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := json.Marshal(map[string]any{"entry": json.RawMessage(e), "mac": rendercache.MAC(k, e)})
+			return out
+		}(),
+	}
+	for name, plant := range plants {
+		if err := os.WriteFile(entries[0], plant, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stderr, code := preflight()
+		if code != wantCode || refusal(stderr) != refusal(wantStderr) {
+			t.Errorf("%s: preflight exit %d, want %d and the refusal without the cache (%q)\n%s", name, code, wantCode, refusal(wantStderr), stderr)
+		}
+		if err := os.WriteFile(entries[0], plant, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, code := run(t, env, "diff", dir, "--exit-code")
+		if code != diffCode || refusal(stderr) != refusal(diffWant) || strings.Contains(out, "ql3-planted") {
+			t.Errorf("%s: diff exit %d, want %d and the refusal without the cache (%q)\n%s\n%s", name, code, diffCode, refusal(diffWant), out, stderr)
+		}
+	}
+	// The audit log: no request of any kind named the planted object.
+	evs, err := cp.Events(func(e testcluster.AuditEvent) bool { return e.ObjectRef.Name == "ql3-planted" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 0 {
+		t.Errorf("the API server saw %d request(s) for the planted object, first: %s %s", len(evs), evs[0].Verb, evs[0].RequestURI)
+	}
+}
+
+// otherCacheEntry is the entry bytes of the one entry in another
+// installation's cache: its entry member.
+func otherCacheEntry(t *testing.T, other string) []byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(other, "cache", "kubectl-ql3", "render", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("the other cache holds %q, want one entry", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Entry json.RawMessage `json:"entry"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil || f.Entry == nil {
+		t.Fatalf("the other cache's entry file: %v", err)
+	}
+	return f.Entry
+}
+
+// plantedEntry is entry retargeted to key and sourceDigest, in the schema
+// the bare entry format had ("kubectl-ql3/render-cache@v1").
+func plantedEntry(t *testing.T, entry []byte, key, sourceDigest string) []byte {
+	t.Helper()
+	var e map[string]json.RawMessage
+	if err := json.Unmarshal(entry, &e); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"key": key, "sourceDigest": sourceDigest, "schema": "kubectl-ql3/render-cache@v1"} {
+		e[k], _ = json.Marshal(v)
+	}
+	out, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -31,8 +31,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
-	// The render cache of every run below lives in the test's own directory.
+	// The render cache of every run below, and its key, live in the test's
+	// own directory.
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	testcluster.Main(m, testcluster.Options{ControllerManager: true, AuditLog: true}, &cp)
 }
 
