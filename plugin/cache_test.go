@@ -132,8 +132,9 @@ func TestCLIRenderCache(t *testing.T) {
 // issue #22 item 1: a lock whose render digests were edited (its sources
 // untouched) plus a planted cache entry holding the objects those digests
 // name. Whoever planted it does not hold this installation's key, so the
-// entry is never used: preflight and diff refuse exactly as they do without
-// the cache, and the planted object never reaches the API server.
+// entry is never used: preflight, apply (of a preflight of the genuine lock)
+// and diff refuse exactly as they do without the cache, and the planted
+// object never reaches the API server.
 func TestCLIRenderCachePlantedEntry(t *testing.T) {
 	ns := controlNamespace(t)
 	dir := releaseCopy(t, "v3.0.0", ns, "")
@@ -148,6 +149,10 @@ func TestCLIRenderCachePlantedEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A preflight of the genuine lock, for apply below.
+	work := t.TempDir()
+	genuine := filepath.Join(work, "genuine.json")
+	mustRun(t, env, "preflight", dir, "--transition", "install", "--expected-head", headToken(t, env, ns), "--out", genuine)
 
 	// Another installation (another branch's CI) renders the release with
 	// one more object, ql3-planted, and caches it under its own key.
@@ -178,7 +183,6 @@ func TestCLIRenderCachePlantedEntry(t *testing.T) {
 	write(t, filepath.Join(dir, inventory.LockFile), string(data))
 
 	// What a refusal looks like without the cache: the reference.
-	work := t.TempDir()
 	preflight := func(extra ...string) (string, int) {
 		t.Helper()
 		args := append([]string{"preflight", dir, "--transition", "install", "--expected-head", headToken(t, env, ns), "--out", filepath.Join(work, "p.json")}, extra...)
@@ -191,6 +195,11 @@ func TestCLIRenderCachePlantedEntry(t *testing.T) {
 		t.Fatalf("preflight --no-cache with the edited lock: exit %d, want a refusal naming render.digest\n%s", wantCode, wantStderr)
 	}
 	_, diffWant, diffCode := run(t, env, "diff", dir, "--no-cache")
+	apply := []string{"apply", "--preflight", genuine, "--receipts-dir", filepath.Join(work, "r")}
+	_, applyWant, applyCode := run(t, env, append(apply, "--no-cache")...)
+	if applyCode == 0 || diffCode == 0 {
+		t.Fatalf("apply, diff --no-cache with the edited lock: exit %d, %d; want refusals\n%s\n%s", applyCode, diffCode, applyWant, diffWant)
+	}
 
 	otherEntry := otherCacheEntry(t, other)
 	key := "sha256:" + strings.TrimSuffix(filepath.Base(entries[0]), ".json")
@@ -223,6 +232,12 @@ func TestCLIRenderCachePlantedEntry(t *testing.T) {
 		out, stderr, code := run(t, env, "diff", dir, "--exit-code")
 		if code != diffCode || refusal(stderr) != refusal(diffWant) || strings.Contains(out, "ql3-planted") {
 			t.Errorf("%s: diff exit %d, want %d and the refusal without the cache (%q)\n%s\n%s", name, code, diffCode, refusal(diffWant), out, stderr)
+		}
+		if err := os.WriteFile(entries[0], plant, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, stderr, code := run(t, env, apply...); code != applyCode || refusal(stderr) != refusal(applyWant) {
+			t.Errorf("%s: apply exit %d, want %d and the refusal without the cache (%q)\n%s", name, code, applyCode, refusal(applyWant), stderr)
 		}
 	}
 	// The audit log: no request of any kind named the planted object.
