@@ -40,9 +40,14 @@ func DefaultKeyPath() (string, error) {
 // random bytes in a file of mode 0600, in a directory created 0700. The
 // file is read with safefile's hardening (absolute path, no symbolic link,
 // a regular file, owner-only mode, at most KeySize bytes, identity
-// unchanged across the read) and must hold exactly KeySize bytes. An
-// existing file that fails a check is an error, never replaced.
+// unchanged across the read) and must hold exactly KeySize bytes; its
+// directory must not be a symbolic link nor group or world writable (others
+// could replace the file). An existing file that fails a check is an
+// error, never replaced.
 func LoadKey(path string) ([]byte, error) {
+	if st, err := os.Lstat(filepath.Dir(path)); err == nil && (!st.IsDir() || st.Mode().Perm()&0o022 != 0) {
+		return nil, fail.Errorf(fail.Invalid, "render cache key: %s: not a directory that only its owner can write (mode %v); run chmod go-w on it", filepath.Dir(path), st.Mode())
+	}
 	key, err := safefile.Read(path, KeySize, safefile.OwnerOnly)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = createKey(path); err != nil {

@@ -58,6 +58,12 @@ func TestLoadKey(t *testing.T) {
 			}
 		}, "not a regular file"},
 		{"relative path", nil, "absolute"},
+		{"directory others can write", func(p string) {
+			write(t, p, k1, 0o600)
+			if err := os.Chmod(filepath.Dir(p), 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}, "only its owner can write"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
