@@ -175,3 +175,35 @@ func hmacHex(key, msg []byte) string {
 	m.Write(msg)
 	return hex.EncodeToString(m.Sum(nil))
 }
+
+// Get on any file content: a miss, or an entry whose file carried the MAC
+// of its exact entry bytes under the key.
+func FuzzGet(f *testing.F) {
+	key, _ := Key(srcA, buildA)
+	seed := &Cache{Dir: f.TempDir(), Build: buildA, MACKey: testKey}
+	if err := seed.Put(entryFor(f, key)); err != nil {
+		f.Fatal(err)
+	}
+	good, _ := os.ReadFile(seed.path(key))
+	f.Add(good)
+	f.Add([]byte(`{"entry":{},"mac":""}`))
+	f.Add([]byte("{}"))
+	c := &Cache{Dir: f.TempDir(), Build: buildA, MACKey: testKey}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		write(t, c.path(key), data, 0o600)
+		got, err := c.Get(key)
+		if err != nil {
+			if !errors.Is(err, ErrMiss) {
+				t.Fatalf("error %v does not wrap ErrMiss", err)
+			}
+			return
+		}
+		var file struct {
+			Entry json.RawMessage `json:"entry"`
+			MAC   string          `json:"mac"`
+		}
+		if json.Unmarshal(data, &file) != nil || file.MAC != MAC(testKey, file.Entry) || got.Key != key {
+			t.Fatalf("Get accepted a file without the entry's MAC: %q", data)
+		}
+	})
+}

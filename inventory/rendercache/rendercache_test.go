@@ -154,7 +154,7 @@ func TestBuildIdentified(t *testing.T) {
 	}
 }
 
-func entryFor(t *testing.T, key string) *Entry {
+func entryFor(t testing.TB, key string) *Entry {
 	t.Helper()
 	return &Entry{Key: key, SourceDigest: srcA, RenderDigest: srcB, InventoryDigest: srcB,
 		Objects: []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo"}}`)}}
