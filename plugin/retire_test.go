@@ -58,18 +58,27 @@ func retireReleases(t *testing.T, ns string) (base, retired string) {
 	return base, retired
 }
 
+// installedForRetire installs retireReleases' base (3.1.0 with ql3-batch)
+// in ns, and returns it, the 3.2.0 release that retires from it, the work
+// directory and the receipts directory the install wrote to.
+func installedForRetire(t *testing.T, ns string) (base, v320, work, rdir string) {
+	t.Helper()
+	base, v320 = retireReleases(t, ns)
+	work = t.TempDir()
+	rdir = filepath.Join(work, "receipts")
+	pf0 := filepath.Join(work, "install.json")
+	mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
+	mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+	return base, v320, work, rdir
+}
+
 // The retire through the built binary, by a deployer holding exactly what
 // `rbac --retire-from` prints: preflight prints each retired object's UID
 // and resourceVersion, apply deletes exactly those two (fenced), the
 // receipts audit as one chain, and a rollback across the retire is refused.
 func TestCLIRetire(t *testing.T) {
 	ns := controlNamespace(t)
-	base, v320 := retireReleases(t, ns)
-	work := t.TempDir()
-	rdir := filepath.Join(work, "receipts")
-	pf0 := filepath.Join(work, "install.json")
-	mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
-	mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+	base, v320, work, rdir := installedForRetire(t, ns)
 
 	rbac := mustRun(t, nil, "rbac", v320, "--retire-from", base, "--bind-user", "retirer-"+ns)
 	if n := strings.Count(rbac, "- delete"); n != 2 {
@@ -129,12 +138,7 @@ func TestCLIRetire(t *testing.T) {
 func TestCLIRetireChanged(t *testing.T) {
 	ctx := context.Background()
 	ns := controlNamespace(t)
-	base, v320 := retireReleases(t, ns)
-	work := t.TempDir()
-	rdir := filepath.Join(work, "receipts")
-	pf0 := filepath.Join(work, "install.json")
-	mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
-	mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+	_, v320, work, rdir := installedForRetire(t, ns)
 	pf := filepath.Join(work, "retire.json")
 	mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", pf)
 	cms := cp.Clientset().CoreV1().ConfigMaps(ns)
@@ -171,12 +175,7 @@ func TestCLIRetireChanged(t *testing.T) {
 func TestCLIRetireKillThenResume(t *testing.T) {
 	ctx := context.Background()
 	ns := controlNamespace(t)
-	base, v320 := retireReleases(t, ns)
-	work := t.TempDir()
-	rdir := filepath.Join(work, "receipts")
-	pf0 := filepath.Join(work, "install.json")
-	mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
-	mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+	_, v320, work, rdir := installedForRetire(t, ns)
 	cms := cp.Clientset().CoreV1().ConfigMaps(ns)
 	cm, err := cms.Get(ctx, "ql3-features", metav1.GetOptions{})
 	if err != nil {
@@ -237,12 +236,7 @@ func TestCLIRetireAbsentUnreadable(t *testing.T) {
 		t.Run(http.StatusText(tt.code), func(t *testing.T) {
 			ctx := context.Background()
 			ns := controlNamespace(t)
-			base, v320 := retireReleases(t, ns)
-			work := t.TempDir()
-			rdir := filepath.Join(work, "receipts")
-			pf0 := filepath.Join(work, "install.json")
-			mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
-			mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+			_, v320, work, rdir := installedForRetire(t, ns)
 			if err := cp.Clientset().CoreV1().ConfigMaps(ns).Delete(ctx, "ql3-features", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -308,12 +302,7 @@ func TestCLIRetireStatusMoved(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := controlNamespace(t)
-			base, v320 := retireReleases(t, ns)
-			work := t.TempDir()
-			rdir := filepath.Join(work, "receipts")
-			pf0 := filepath.Join(work, "install.json")
-			mustRun(t, nil, "preflight", base, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf0)
-			mustRun(t, nil, "apply", "--preflight", pf0, "--receipts-dir", rdir)
+			_, v320, work, rdir := installedForRetire(t, ns)
 			pf := filepath.Join(work, "retire.json")
 			mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", pf)
 			var rec ceremony.PreflightRecord
