@@ -285,3 +285,56 @@ func TestFindStage(t *testing.T) {
 		t.Fatalf("another lock: %v, want unavailable", err)
 	}
 }
+
+// TestIndexDescriptorArtifactType pins docs/package-pointer.md: the stage
+// receipt's artifactType is required on the manifest (hashed, verified);
+// its index.json descriptor may repeat it or leave it out, and a
+// descriptor naming another artifactType is skipped.
+func TestIndexDescriptorArtifactType(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		set     func(d map[string]any)
+		wantErr string
+	}{
+		{"repeated", func(d map[string]any) {}, ""},
+		{"left out", func(d map[string]any) { delete(d, "artifactType") }, ""},
+		{"another type", func(d map[string]any) { d["artifactType"] = "application/vnd.example.other" }, "lists no stage receipt"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ocistagetest.Write(t.TempDir(), ocistagetest.Spec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(s.Dir, "index.json")
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var idx map[string]any
+			if err := json.Unmarshal(data, &idx); err != nil {
+				t.Fatal(err)
+			}
+			found := 0
+			for _, m := range idx["manifests"].([]any) {
+				d := m.(map[string]any)
+				if d["artifactType"] == ocistage.ArtifactTypeReceipt {
+					tt.set(d)
+					found++
+				}
+			}
+			if found != 1 {
+				t.Fatalf("the written index lists %d receipt descriptors with the artifactType, want 1", found)
+			}
+			if data, err = json.Marshal(idx); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = verifier(s.Dir).Verify(s.Intent())
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Verify: %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
