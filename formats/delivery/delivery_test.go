@@ -48,6 +48,17 @@ func TestParse(t *testing.T) {
 		{"generation quoted", strings.Replace(goodYAML, "deploymentGeneration: 2", `deploymentGeneration: "2"`, 1), "plain decimal"},
 		{"generation zero", strings.Replace(goodYAML, "deploymentGeneration: 2", "deploymentGeneration: 0", 1), "plain decimal"},
 		{"generation float", strings.Replace(goodJSON, `"deploymentGeneration":1`, `"deploymentGeneration":1.0`, 1), "plain decimal"},
+		// docs/worker.md: one rule for YAML and JSON — the number as
+		// written is plain decimal digits (YAML's conversion would make
+		// each of these 2).
+		{"yaml generation float", strings.Replace(goodYAML, "deploymentGeneration: 2", "deploymentGeneration: 2.0", 1), "plain decimal"},
+		{"yaml generation exponent", strings.Replace(goodYAML, "deploymentGeneration: 2", "deploymentGeneration: 2e0", 1), "plain decimal"},
+		{"yaml generation hex", strings.Replace(goodYAML, "deploymentGeneration: 2", "deploymentGeneration: 0x2", 1), "plain decimal"},
+		{"yaml generation octal", strings.Replace(goodYAML, "deploymentGeneration: 2", "deploymentGeneration: 0o2", 1), "plain decimal"},
+		{"yaml generation leading zeros", strings.Replace(goodYAML, "deploymentGeneration: 2", "deploymentGeneration: 0002", 1), "plain decimal"},
+		{"yaml generation sign", strings.Replace(goodYAML, "deploymentGeneration: 2", "deploymentGeneration: +2", 1), "plain decimal"},
+		{"json generation exponent", strings.Replace(goodJSON, `"deploymentGeneration":1`, `"deploymentGeneration":1e0`, 1), "plain decimal"},
+		{"json generation leading zero", strings.Replace(goodJSON, `"deploymentGeneration":1`, `"deploymentGeneration":01`, 1), ""},
 		{"id upper", strings.Replace(goodYAML, "d-0002", "D-0002", 1), "deliveryId"},
 		{"id too long", strings.Replace(goodYAML, "d-0002", strings.Repeat("a", 41), 1), "at most 40"},
 		{"id number", strings.Replace(goodYAML, "credentialId: cred-b", "credentialId: 12", 1), "credentialId: 12 is not a string"},

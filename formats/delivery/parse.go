@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/formats/strictjson"
@@ -26,16 +27,25 @@ func Parse(data []byte) (*Delivery, error) {
 	if !utf8.Valid(data) {
 		return nil, invalidf("the file is not UTF-8")
 	}
-	js := data
+	js, yamlGen := data, ""
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		var err error
 		if js, err = yaml.YAMLToJSONStrict(data); err != nil {
 			return nil, invalidf("not valid YAML: %v", err)
 		}
+		yamlGen = yamlScalar(data, "deploymentGeneration")
 	}
 	m, err := object("the file", js, members)
 	if err != nil {
 		return nil, err
+	}
+	// One rule for both forms: the generation as written in the file is
+	// plain decimal digits. YAML's conversion to JSON would turn 2.0, 2e0,
+	// 0x2 or 0002 into 2, so a YAML file is judged by its own text.
+	if yamlGen != "" {
+		if _, err := ParseGeneration(yamlGen); err != nil {
+			return nil, invalidf("deploymentGeneration: %v", err)
+		}
 	}
 	d := &Delivery{}
 	for _, f := range []struct {
@@ -91,4 +101,25 @@ func str(name string, raw json.RawMessage) (string, error) {
 		return "", invalidf("%s: %s is not a string", name, clip(string(raw)))
 	}
 	return v, nil
+}
+
+// yamlScalar is the source text of the plain (unquoted) scalar that key
+// maps to at the top level of a YAML document, or "" when there is none
+// (the key is absent, quoted, or not a scalar: the JSON rules judge those).
+func yamlScalar(data []byte, key string) string {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(data, &doc) != nil || doc.Kind != yamlv3.DocumentNode || len(doc.Content) != 1 {
+		return ""
+	}
+	m := doc.Content[0]
+	if m.Kind != yamlv3.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if k.Value == key && v.Kind == yamlv3.ScalarNode && v.Style == 0 {
+			return v.Value
+		}
+	}
+	return ""
 }
