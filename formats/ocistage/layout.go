@@ -54,9 +54,10 @@ type layout struct {
 }
 
 // openLayout opens dir and checks its oci-layout file. A dir that cannot
-// be opened as a directory, or holds no oci-layout file, is not a layout
-// at all: fail.Invalid (a missing or mistyped --layout). Anything else it
-// cannot read is fail.Unavailable.
+// be opened as a directory, holds no oci-layout file, or one that is not
+// {"imageLayoutVersion": "1.0.0"}, is not a layout it reads: fail.Invalid
+// (a missing or mistyped --layout; rereading would not change it).
+// Anything else it cannot read is fail.Unavailable.
 func openLayout(dir string) (*layout, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -77,7 +78,7 @@ func openLayout(dir string) (*layout, error) {
 	}
 	if json.Unmarshal(data, &v) != nil || v.ImageLayoutVersion != "1.0.0" {
 		root.Close()
-		return nil, unavailablef("%s/oci-layout is not {\"imageLayoutVersion\": \"1.0.0\"}; is %s an OCI image layout (oras --oci-layout, skopeo oci:)?", dir, dir)
+		return nil, fail.Errorf(fail.Invalid, "stage evidence: %s/oci-layout is not {\"imageLayoutVersion\": \"1.0.0\"}: not an OCI image layout this verifier reads (oras --oci-layout, skopeo oci: write 1.0.0)", dir)
 	}
 	return l, nil
 }

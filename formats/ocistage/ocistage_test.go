@@ -128,7 +128,10 @@ func TestVerifyTamper(t *testing.T) {
 		{"no oci-layout", setup{after: func(t *testing.T, s *ocistagetest.Stage) { os.Remove(filepath.Join(s.Dir, "oci-layout")) }}, fail.Invalid, "has no oci-layout file: it is not an OCI image layout"},
 		{"oci-layout version 2", setup{after: func(t *testing.T, s *ocistagetest.Stage) {
 			write(t, filepath.Join(s.Dir, "oci-layout"), func([]byte) []byte { return []byte(`{"imageLayoutVersion":"2.0.0"}`) })
-		}}, fail.Unavailable, "imageLayoutVersion"},
+		}}, fail.Invalid, "imageLayoutVersion"},
+		{"oci-layout not JSON", setup{after: func(t *testing.T, s *ocistagetest.Stage) {
+			write(t, filepath.Join(s.Dir, "oci-layout"), func([]byte) []byte { return []byte(`1.0.0`) })
+		}}, fail.Invalid, "imageLayoutVersion"},
 		{"index.json garbage", setup{after: func(t *testing.T, s *ocistagetest.Stage) {
 			write(t, filepath.Join(s.Dir, "index.json"), func([]byte) []byte { return []byte(`{`) })
 		}}, fail.Unavailable, "index.json"},
