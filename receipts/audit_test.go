@@ -361,3 +361,24 @@ func flipB64(c byte) string {
 	}
 	return "A"
 }
+
+// TestSignatureLabels pins docs/receipts.md §5.4: the signature column of
+// a receipt with no .sig is "none" with or without trusted keys; with
+// trusted keys that row fails (a signature is required), without them it
+// passes.
+func TestSignatureLabels(t *testing.T) {
+	rs := chain(t, 2, 4)
+	dir := t.TempDir()
+	writeChain(t, dir, rs)
+	for _, tt := range []struct {
+		opts AuditOptions
+		want string
+	}{{AuditOptions{}, VerdictOK}, {AuditOptions{TrustedKeys: trusted(1)}, VerdictFail}} {
+		rep := mustAudit(t, []string{dir}, tt.opts)
+		for _, row := range rep.Receipts {
+			if row.Signature != SignatureNone || row.Verdict != tt.want {
+				t.Errorf("%d trusted keys: %s: signature %q, verdict %q; want none, %s", len(tt.opts.TrustedKeys), row.File, row.Signature, row.Verdict, tt.want)
+			}
+		}
+	}
+}
