@@ -8,9 +8,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
-	"os"
+	"fmt"
+	"path/filepath"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -178,12 +180,29 @@ func LoadTrustedKeys(paths []string) (TrustedKeys, error) {
 	return keys, nil
 }
 
+// MaxKeyFileBytes bounds a signing or trusted key file: an Ed25519 key in
+// PEM is about 120 bytes.
+const MaxKeyFileBytes = 16 << 10
+
 // readPEM reads a file holding exactly one PEM block of the given type and
 // nothing else but white space.
+//
+// It is read with the hardening of every file that decides what is
+// trusted (internal/safefile): a regular file, not a symbolic link, at
+// most MaxKeyFileBytes, unchanged while read; a private key owner-only, a
+// public key at least not writable by group or others.
 func readPEM(path, blockType string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fail.Errorf(fail.Invalid, "key file: %w", err)
+		return nil, fail.Errorf(fail.Invalid, "key file %q: %w", path, err)
+	}
+	perm := safefile.NotShared
+	if blockType == "PRIVATE KEY" {
+		perm = safefile.OwnerOnly
+	}
+	data, err := safefile.Read(abs, MaxKeyFileBytes, perm)
+	if err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
 	}
 	block, rest := pem.Decode(data)
 	switch {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -171,6 +172,32 @@ func TestLoadKeys(t *testing.T) {
 		{"missing file", func() error { _, err := LoadSigningKey(filepath.Join(dir, "nope")); return err }, "no such file"},
 		{"not pem", func() error { _, err := LoadTrustedKeys([]string{writePEM(t, dir, "x", "X", nil) + "x"}); return err }, "no such file"},
 		{"two blocks", func() error { _, err := LoadTrustedKeys([]string{two}); return err }, "more than one PEM block"},
+		// The hardened read (internal/safefile): a private key owner-only,
+		// a public key not writable by others, no link, no FIFO, bounded.
+		{"signing key readable by others", func() error { _, err := LoadSigningKey(chmodCopy(t, priv, "shared.key", 0o644)); return err }, "owner-only"},
+		{"trusted key writable by others", func() error { _, err := LoadTrustedKeys([]string{chmodCopy(t, pub, "shared.pub", 0o666)}); return err }, "writable"},
+		{"signing key is a symlink", func() error {
+			link := filepath.Join(dir, "link.key")
+			if err := os.Symlink(priv, link); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadSigningKey(link)
+			return err
+		}, "symbolic link"},
+		{"signing key is a named pipe", func() error {
+			p := filepath.Join(dir, "fifo.key")
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadSigningKey(p)
+			return err
+		}, "not a regular file"},
+		{"trusted key too large", func() error {
+			big := filepath.Join(dir, "big.pub")
+			_ = os.WriteFile(big, append(bytes.Clone(pubPEM), bytes.Repeat([]byte("\n"), MaxKeyFileBytes)...), 0o600)
+			_, err := LoadTrustedKeys([]string{big})
+			return err
+		}, "bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,4 +207,21 @@ func TestLoadKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chmodCopy copies src to name beside it with mode (not subject to umask).
+func chmodCopy(t *testing.T, src, name string, mode os.FileMode) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(filepath.Dir(src), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
