@@ -15,6 +15,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
+	"github.com/qinglong/kubectl-ql3/views"
 )
 
 func TestValidateOutput(t *testing.T) {
@@ -289,5 +290,30 @@ func TestDiffFailureNeverExitsOne(t *testing.T) {
 	}
 	if diffFailure(nil) != nil || fail.ClassOf(diffFailure(errChanges)).ExitCode() != 1 {
 		t.Errorf("nil or differences changed")
+	}
+}
+
+// TestPrintDiffBodies: the human diff prints the body of every created and
+// changed object (a created one is all "+" lines, as kubectl diff shows
+// it) and none of an unchanged one.
+func TestPrintDiffBodies(t *testing.T) {
+	cm := func(name string) inventory.Identity {
+		return inventory.Identity{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name}
+	}
+	rep := &views.DiffReport{Namespace: "ns", Version: "3.1.0", Objects: []views.ObjectChange{
+		{Object: cm("new"), Change: views.Created, Diff: "--- live/v1.ConfigMap.ns.new\n+++ dry-run/v1.ConfigMap.ns.new\n@@ -0,0 +1 @@\n+data: created-body\n"},
+		{Object: cm("old"), Change: views.Changed, Diff: "--- live/x\n+++ dry-run/x\n@@ -1 +1 @@\n-a: 1\n+a: changed-body\n"},
+		{Object: cm("same"), Change: views.Unchanged},
+	}}
+	var b strings.Builder
+	printDiff(&b, rep)
+	out := b.String()
+	for _, want := range []string{"+data: created-body", "+a: changed-body"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("human diff lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "+++ dry-run/") != 2 {
+		t.Errorf("want exactly two bodies:\n%s", out)
 	}
 }

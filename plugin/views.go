@@ -141,7 +141,8 @@ func printDiff(w io.Writer, rep *views.DiffReport) {
 		}
 	}
 	for _, ch := range rep.Objects {
-		if ch.Change == views.Changed {
+		// As kubectl diff: a created object's body too (every line "+").
+		if ch.Change != views.Unchanged && ch.Diff != "" {
 			fmt.Fprint(w, "\n", ch.Diff)
 		}
 	}
