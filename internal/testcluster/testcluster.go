@@ -615,7 +615,7 @@ func (cp *ControlPlane) Stop(keepLogs bool) {
 // package, runs the tests, and stops it. A control plane that cannot start
 // fails the package with the reason; it never skips.
 func Main(m *testing.M, opts Options, into **ControlPlane) {
-	if !needsCluster(os.Args[1:]) {
+	if !NeedsCluster(os.Args[1:]) {
 		os.Exit(m.Run())
 	}
 	cp, err := Start(opts)
@@ -629,12 +629,12 @@ func Main(m *testing.M, opts Options, into **ControlPlane) {
 	os.Exit(code)
 }
 
-// needsCluster reports whether a test binary run with args starts the
+// NeedsCluster reports whether a test binary run with args starts the
 // control plane. Fuzzing (`go test -fuzz`, both the coordinator and its
 // workers) runs only a fuzz target, and a Fuzz target never needs a cluster,
 // so `make fuzz` works on a clone with no control plane built; -list runs
 // nothing.
-func needsCluster(args []string) bool {
+func NeedsCluster(args []string) bool {
 	return !hasFlag(args, "-test.fuzz") && !hasFlag(args, "-test.fuzzworker") && !hasFlag(args, "-test.list")
 }
 

@@ -164,8 +164,8 @@ func TestNeedsCluster(t *testing.T) {
 		{[]string{"-test.list", "^Fuzz"}, false},
 		{[]string{"--test.fuzz", "FuzzParse"}, false},
 	} {
-		if got := needsCluster(tt.args); got != tt.want {
-			t.Errorf("needsCluster(%q) = %t, want %t", tt.args, got, tt.want)
+		if got := NeedsCluster(tt.args); got != tt.want {
+			t.Errorf("NeedsCluster(%q) = %t, want %t", tt.args, got, tt.want)
 		}
 	}
 }
