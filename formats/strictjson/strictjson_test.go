@@ -3,8 +3,6 @@ package strictjson
 import (
 	"strings"
 	"testing"
-
-	"github.com/qinglong/kubectl-ql3/internal/importtest"
 )
 
 func TestObject(t *testing.T) {
@@ -49,8 +47,4 @@ func FuzzObject(f *testing.F) {
 			t.Fatalf("accepted %q with %d members", data, len(m))
 		}
 	})
-}
-
-func TestLeaf(t *testing.T) {
-	importtest.Forbid(t, []string{"."}, []string{"k8s.io/", "sigs.k8s.io/", "./"}, "./formats/strictjson")
 }

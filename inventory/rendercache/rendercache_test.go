@@ -11,14 +11,8 @@ import (
 	"time"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/internal/importtest"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
-
-// The cache is a pure, offline format: no cluster code, no renderer.
-func TestImports(t *testing.T) {
-	importtest.Forbid(t, []string{"."}, []string{"k8s.io/client-go", "sigs.k8s.io/kustomize", "./ceremony", "./plugin", "./inventory"}, "./inventory/canon", "./inventory/rendercache")
-}
 
 var (
 	srcA   = canon.DigestBytes("source", []byte("a"))
