@@ -51,7 +51,7 @@ demo: build controlplane ## lock -> preflight -> apply -> receipt audit against 
 	hack/demo.sh
 
 bench: build controlplane bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp (without and with waiting until Current) and a raw SSA loop, and Go benchmarks; writes bench.json (README, Performance)
-	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/
+	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/deploy/
 	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl \
 	  -helm $(TOOLS)/helm -kapp $(TOOLS)/kapp -out bench.json -table bench.md
 

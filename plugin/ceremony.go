@@ -19,10 +19,10 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/receipts"
-	"github.com/qinglong/kubectl-ql3/views"
 )
 
 // Client-side rate limits for the ceremony. client-go's default of 5 QPS /
@@ -97,10 +97,10 @@ func (f *ceremonyFlags) validate() error {
 }
 
 // options resolves the flags into ceremony options with a real cluster.
-func (f *ceremonyFlags) options(flags *genericclioptions.ConfigFlags, errOut io.Writer) (ceremony.Options, error) {
+func (f *ceremonyFlags) options(flags *genericclioptions.ConfigFlags, errOut io.Writer) (deploy.Options, error) {
 	cfg, err := restConfig(flags)
 	if err != nil {
-		return ceremony.Options{}, err
+		return deploy.Options{}, err
 	}
 	// One limiter for every client of the command (discovery, typed,
 	// dynamic), so --qps and --burst bound the process, and so that any
@@ -108,15 +108,15 @@ func (f *ceremonyFlags) options(flags *genericclioptions.ConfigFlags, errOut io.
 	f.limiter = &countingLimiter{RateLimiter: flowcontrol.NewTokenBucketRateLimiter(f.qps, f.burst)}
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = f.qps, f.burst, f.limiter
 	cfg.UserAgent = "kubectl-ql3/" + version
-	cl, err := ceremony.NewKubeCluster(cfg)
+	cl, err := deploy.NewKubeCluster(cfg)
 	if err != nil {
-		return ceremony.Options{}, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+		return deploy.Options{}, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 	}
 	inv, err := f.secrets.options()
 	if err != nil {
-		return ceremony.Options{}, err
+		return deploy.Options{}, err
 	}
-	o := ceremony.Options{
+	o := deploy.Options{
 		Cluster:     cl,
 		FS:          filesys.MakeFsOnDisk(),
 		ToolVersion: version,
@@ -254,18 +254,18 @@ apply then deletes exactly those objects in exactly those states
 
 func (o *preflightOptions) Validate() error {
 	switch o.kind {
-	case ceremony.TransitionInstall, ceremony.TransitionUpgrade, ceremony.TransitionRollback, ceremony.TransitionRetire:
+	case deploy.TransitionInstall, deploy.TransitionUpgrade, deploy.TransitionRollback, deploy.TransitionRetire:
 	default:
 		return fail.Errorf(fail.Invalid, "--transition %q: want install, upgrade, rollback or retire", o.kind)
 	}
-	if _, err := ceremony.ParseExpectedHead(o.expected); err != nil {
+	if _, err := deploy.ParseExpectedHead(o.expected); err != nil {
 		return err
 	}
 	return o.cf.validate()
 }
 
 func (o *preflightOptions) Run(ctx context.Context) error {
-	exp, _ := ceremony.ParseExpectedHead(o.expected)
+	exp, _ := deploy.ParseExpectedHead(o.expected)
 	if err := o.cf.begin(); err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	req := ceremony.PreflightRequest{
+	req := deploy.PreflightRequest{
 		Dir: o.dir, Transition: o.kind, Expected: exp, ForceConflicts: o.force, Out: o.out,
 	}
 	var diff *views.DiffReport
@@ -287,7 +287,7 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 			return diff.Digest, nil
 		}
 	}
-	res, err := ceremony.RunPreflight(ctx, co, req)
+	res, err := deploy.RunPreflight(ctx, co, req)
 	if err != nil {
 		return err
 	}
@@ -299,7 +299,7 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 		}
 		if o.cf.output != "" && o.cf.output != outputName {
 			return o.cf.print(o.streams.Out, struct {
-				*ceremony.PreflightResult
+				*deploy.PreflightResult
 				Diff *views.DiffReport `json:"diff"`
 			}{res, diff}, nil)
 		}
@@ -384,7 +384,7 @@ restore it and resume, or keep it on the cluster, unmanaged, with
 func (o *applyOptions) Validate() error { return o.cf.validate() }
 
 func (o *applyOptions) Run(ctx context.Context) error {
-	rec, err := ceremony.ReadPreflight(o.preflight)
+	rec, err := deploy.ReadPreflight(o.preflight)
 	if err != nil {
 		return err
 	}
@@ -396,7 +396,7 @@ func (o *applyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := ceremony.RunApply(ctx, co, ceremony.ApplyRequest{Preflight: rec, Dir: o.dir, Resume: o.resume, LeaveChanged: o.leaveChanged})
+	res, err := deploy.RunApply(ctx, co, deploy.ApplyRequest{Preflight: rec, Dir: o.dir, Resume: o.resume, LeaveChanged: o.leaveChanged})
 	if err != nil {
 		if res != nil && o.cf.output != "" {
 			// A result that is also an error (superseded): scripts read
@@ -408,7 +408,7 @@ func (o *applyOptions) Run(ctx context.Context) error {
 	return o.cf.print(o.streams.Out, res, func() { printApplyResult(o.streams.Out, res) })
 }
 
-func printApplyResult(w io.Writer, res *ceremony.ApplyResult) {
+func printApplyResult(w io.Writer, res *deploy.ApplyResult) {
 	fmt.Fprintf(w, "%s: generation %d, %s %s\nreceipt: %s (%s)\n", res.Outcome, res.Generation, res.Transition, res.Version, res.Receipt, res.ReceiptState)
 	for _, r := range res.Retired {
 		fmt.Fprintf(w, "retired %s: %s\n", r.ID, r.Outcome)
@@ -442,7 +442,7 @@ preflight record is written (never replaced) so a crash can be resumed.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
-			if _, err := ceremony.ParseExpectedHead(o.expected); err != nil {
+			if _, err := deploy.ParseExpectedHead(o.expected); err != nil {
 				return err
 			}
 			if err := o.cf.validate(); err != nil {
@@ -461,7 +461,7 @@ preflight record is written (never replaced) so a crash can be resumed.`,
 }
 
 func (o *rollbackOptions) Run(ctx context.Context) error {
-	exp, _ := ceremony.ParseExpectedHead(o.expected)
+	exp, _ := deploy.ParseExpectedHead(o.expected)
 	if err := o.cf.begin(); err != nil {
 		return err
 	}
@@ -470,13 +470,13 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pf, err := ceremony.RunPreflight(ctx, co, ceremony.PreflightRequest{Dir: o.dir, Transition: ceremony.TransitionRollback, Expected: exp, Out: o.out})
+	pf, err := deploy.RunPreflight(ctx, co, deploy.PreflightRequest{Dir: o.dir, Transition: deploy.TransitionRollback, Expected: exp, Out: o.out})
 	if err != nil {
 		return err
 	}
 	// The release the preflight just rendered and verified is applied as
 	// is: one render per rollback.
-	res, err := ceremony.RunApply(ctx, co, pf.ApplyRequest())
+	res, err := deploy.RunApply(ctx, co, pf.ApplyRequest())
 	if err != nil {
 		return fmt.Errorf("%w (preflight record %s: `kubectl ql3 resume --preflight %s` continues)", err, pf.Path, pf.Path)
 	}

@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/plugin"
 )
@@ -121,14 +121,14 @@ func TestCLICeremony(t *testing.T) {
 	work := t.TempDir()
 	rdir := filepath.Join(work, "receipts")
 
-	if tok := headToken(t, nil, ns); tok != ceremony.AbsentToken {
+	if tok := headToken(t, nil, ns); tok != deploy.AbsentToken {
 		t.Fatalf("fresh namespace token %q", tok)
 	}
 	step := func(name, dir, kind string) {
 		pf := filepath.Join(work, name+".json")
 		mustRun(t, nil, "preflight", dir, "--transition", kind, "--expected-head", headToken(t, nil, ns), "--out", pf)
 		out := mustRun(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir, "-o", "json")
-		var res ceremony.ApplyResult
+		var res deploy.ApplyResult
 		if err := json.Unmarshal([]byte(out), &res); err != nil || res.Outcome != "committed" {
 			t.Fatalf("apply %s: %v %s", name, err, out)
 		}
@@ -175,7 +175,7 @@ func TestRacingApplyProcesses(t *testing.T) {
 	ns := controlNamespace(t)
 	dir := releaseCopy(t, "v3.0.0", ns, "")
 	pf := filepath.Join(t.TempDir(), "pf.json")
-	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", ceremony.AbsentToken, "--out", pf)
+	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", deploy.AbsentToken, "--out", pf)
 
 	users := []string{"racer-a-" + ns, "racer-b-" + ns}
 	type outcome struct {
@@ -216,7 +216,7 @@ func TestRacingApplyProcesses(t *testing.T) {
 		t.Fatalf("winners %v, losers %v: want exactly one of each", winners, losers)
 	}
 	writes, err := cp.Writes(func(e testcluster.AuditEvent) bool {
-		return e.User.Username == losers[0].user && e.ObjectRef.Name != ceremony.HeadName
+		return e.User.Username == losers[0].user && e.ObjectRef.Name != deploy.HeadName
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestRacingApplyProcesses(t *testing.T) {
 	}
 	var h plugin.HeadReport
 	json.Unmarshal([]byte(mustRun(t, nil, "head", "-n", ns, "-o", "json")), &h)
-	if h.Head == nil || h.Head.Generation != 1 || h.Head.Phase != ceremony.PhaseCommitted {
+	if h.Head == nil || h.Head.Generation != 1 || h.Head.Phase != deploy.PhaseCommitted {
 		t.Fatalf("head after the race: %+v", h.Head)
 	}
 }
@@ -245,7 +245,7 @@ func TestKillDuringApplyThenResume(t *testing.T) {
 	work := t.TempDir()
 	pf := filepath.Join(work, "pf.json")
 	rdir := filepath.Join(work, "receipts")
-	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", ceremony.AbsentToken, "--out", pf)
+	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", deploy.AbsentToken, "--out", pf)
 
 	// One object at a time, two requests a second: the applies take seconds.
 	cmd := exec.Command(binary, "apply", "--preflight", pf, "--receipts-dir", rdir, "--parallelism", "1", "--qps", "2", "--burst", "1")
@@ -277,12 +277,12 @@ func TestKillDuringApplyThenResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	cm, err := cms.Get(context.Background(), ceremony.HeadName, metav1.GetOptions{})
+	cm, err := cms.Get(context.Background(), deploy.HeadName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ceremony.ParseHeadConfigMap(cm)
-	if err != nil || h.Phase != ceremony.PhaseApplying {
+	h, err := deploy.ParseHeadConfigMap(cm)
+	if err != nil || h.Phase != deploy.PhaseApplying {
 		t.Fatalf("after SIGKILL the Head should be applying: %+v %v\n%s", h, err, stderr.String())
 	}
 	if _, stderr, code := run(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir); code != 3 || !strings.Contains(stderr, "kubectl ql3 resume") {
@@ -332,7 +332,7 @@ func TestLeastPrivilege(t *testing.T) {
 	grant(v310, second, func(y string) string {
 		return strings.Replace(y, "- get\n  - update\n", "- get\n", 1)
 	})
-	role, err := cp.Clientset().RbacV1().Roles(ns).Get(context.Background(), ceremony.RBACRoleName(ns), metav1.GetOptions{})
+	role, err := cp.Clientset().RbacV1().Roles(ns).Get(context.Background(), deploy.RBACRoleName(ns), metav1.GetOptions{})
 	if err != nil || slices.Contains(role.Rules[0].Verbs, "update") {
 		t.Fatalf("the Head's update was not removed: %+v %v", role, err)
 	}
@@ -342,12 +342,12 @@ func TestLeastPrivilege(t *testing.T) {
 	// The access check refuses it at preflight, and at apply (with a
 	// preflight made by someone who holds the update), before any write.
 	_, stderr, code := run(t, env2, "preflight", v310, "--transition", "upgrade", "--expected-head", headToken(t, env2, ns), "--out", filepath.Join(work, "refused.json"))
-	if code != 2 || !strings.Contains(stderr, "update configmaps/"+ceremony.HeadName) {
+	if code != 2 || !strings.Contains(stderr, "update configmaps/"+deploy.HeadName) {
 		t.Fatalf("preflight without the Head's update: exit %d: %s", code, stderr)
 	}
 	mustRun(t, nil, "preflight", v310, "--transition", "upgrade", "--expected-head", headToken(t, nil, ns), "--out", pf2)
 	_, stderr, code = run(t, env2, "apply", "--preflight", pf2, "--receipts-dir", filepath.Join(work, "r"))
-	if code != 2 || !strings.Contains(stderr, "update configmaps/"+ceremony.HeadName) {
+	if code != 2 || !strings.Contains(stderr, "update configmaps/"+deploy.HeadName) {
 		t.Fatalf("apply without the Head's update: exit %d: %s", code, stderr)
 	}
 	writes, err := cp.Writes(func(e testcluster.AuditEvent) bool { return e.User.Username == second && e.ResponseStatus.Code < 300 })
@@ -361,10 +361,10 @@ func TestHeadTamperExitCode(t *testing.T) {
 	ns := controlNamespace(t)
 	dir := releaseCopy(t, "v3.0.0", ns, "")
 	pf := filepath.Join(t.TempDir(), "pf.json")
-	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", ceremony.AbsentToken, "--out", pf)
+	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", deploy.AbsentToken, "--out", pf)
 	mustRun(t, nil, "apply", "--preflight", pf, "--receipts-dir", t.TempDir())
 	cms := cp.Clientset().CoreV1().ConfigMaps(ns)
-	cm, err := cms.Get(context.Background(), ceremony.HeadName, metav1.GetOptions{})
+	cm, err := cms.Get(context.Background(), deploy.HeadName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestSignedReceipts(t *testing.T) {
 	_, otherPub := writeEd25519(t, work, "other")
 	pf := filepath.Join(work, "pf.json")
 	rdir := filepath.Join(work, "receipts")
-	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", ceremony.AbsentToken, "--out", pf)
+	mustRun(t, nil, "preflight", dir, "--transition", "install", "--expected-head", deploy.AbsentToken, "--out", pf)
 	mustRun(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir, "--sign-key", key)
 	sigs, _ := filepath.Glob(filepath.Join(rdir, "*.sig"))
 	if len(sigs) != 1 {
@@ -455,7 +455,7 @@ func waitReleaseObjects(t *testing.T, ns string, deadline time.Time) int {
 		n = 0
 		if l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); err == nil {
 			for _, cm := range l.Items {
-				if cm.Name != ceremony.HeadName && cm.Name != "kube-root-ca.crt" {
+				if cm.Name != deploy.HeadName && cm.Name != "kube-root-ca.crt" {
 					n++
 				}
 			}

@@ -10,9 +10,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/qinglong/kubectl-ql3/cas"
-	"github.com/qinglong/kubectl-ql3/envbundle"
-	"github.com/qinglong/kubectl-ql3/formats/envcarrier"
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/envbundle"
+	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 

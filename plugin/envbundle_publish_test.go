@@ -19,8 +19,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/envbundle"
-	"github.com/qinglong/kubectl-ql3/formats/envcarrier"
+	"github.com/qinglong/kubectl-ql3/ceremony/envbundle"
+	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 )
 

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/kubectl-ql3/formats/envcarrier"
+	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/plugin"
 )
 

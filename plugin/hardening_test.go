@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 )
 
@@ -93,12 +93,12 @@ func TestRequestTimeoutAtEveryMutationPoint(t *testing.T) {
 			}
 			// Rerun: converges on the same generation (resume if applying).
 			verb := "apply"
-			if h := headOf(t, ns); h.Phase == ceremony.PhaseApplying {
+			if h := headOf(t, ns); h.Phase == deploy.PhaseApplying {
 				verb = "resume"
 			}
 			mustRun(t, nil, verb, "--preflight", pf, "--receipts-dir", rdir)
 			h := headOf(t, ns)
-			if h.Phase != ceremony.PhaseCommitted || h.Generation != gen {
+			if h.Phase != deploy.PhaseCommitted || h.Generation != gen {
 				t.Fatalf("after rerun: generation %d %s, want %d committed", h.Generation, h.Phase, gen)
 			}
 			if out := mustRun(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir); !strings.Contains(out, "replayed") {
@@ -108,13 +108,13 @@ func TestRequestTimeoutAtEveryMutationPoint(t *testing.T) {
 	}
 }
 
-func headOf(t *testing.T, ns string) *ceremony.Head {
+func headOf(t *testing.T, ns string) *deploy.Head {
 	t.Helper()
-	cl, err := ceremony.NewKubeCluster(cp.RESTConfig())
+	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ceremony.ReadHead(context.Background(), cl, ns)
+	h, err := deploy.ReadHead(context.Background(), cl, ns)
 	if err != nil || h == nil {
 		t.Fatalf("read head: %v %v", h, err)
 	}
@@ -132,11 +132,11 @@ func TestHeadRemovedBeforeCommit(t *testing.T) {
 	deleted := false
 	env := proxied(t, ns, func(next http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if !deleted && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/configmaps/"+ceremony.HeadName) {
+			if !deleted && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/configmaps/"+deploy.HeadName) {
 				body := readBody(t, r)
 				if match(r, body) {
 					deleted = true
-					if err := cp.Clientset().CoreV1().ConfigMaps(ns).Delete(r.Context(), ceremony.HeadName, metav1.DeleteOptions{}); err != nil {
+					if err := cp.Clientset().CoreV1().ConfigMaps(ns).Delete(r.Context(), deploy.HeadName, metav1.DeleteOptions{}); err != nil {
 						t.Errorf("delete head: %v", err)
 					}
 				}
@@ -258,7 +258,7 @@ func TestSupersededReplay(t *testing.T) {
 	mustRun(t, nil, "apply", "--preflight", pf2, "--receipts-dir", rdir)
 
 	out, stderr, code := run(t, nil, "apply", "--preflight", pf1, "--receipts-dir", rdir, "-o", "json")
-	var res ceremony.ApplyResult
+	var res deploy.ApplyResult
 	if code != 3 || !strings.Contains(stderr, "superseded: this preflight was committed as generation 1") || !strings.Contains(stderr, "generation 2") {
 		t.Fatalf("superseded replay: exit %d, want 3\n%s", code, stderr)
 	}

@@ -9,16 +9,16 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
 // HeadReport is what `kubectl ql3 head -o json|yaml|jsonpath=…` prints.
 type HeadReport struct {
-	Namespace    string         `json:"namespace"`
-	Present      bool           `json:"present"`
-	ExpectedHead string         `json:"expectedHead"`
-	Head         *ceremony.Head `json:"head,omitempty"`
+	Namespace    string       `json:"namespace"`
+	Present      bool         `json:"present"`
+	ExpectedHead string       `json:"expectedHead"`
+	Head         *deploy.Head `json:"head,omitempty"`
 }
 
 type headOptions struct {
@@ -61,11 +61,11 @@ func (o *headOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := ceremony.NewKubeCluster(cfg)
+	cl, err := deploy.NewKubeCluster(cfg)
 	if err != nil {
 		return fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 	}
-	h, err := ceremony.ReadHead(ctx, cl, ns)
+	h, err := deploy.ReadHead(ctx, cl, ns)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/formats/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 )
 
 // runBounded runs the built binary like run, but kills it after limit: a

@@ -14,10 +14,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
-	"github.com/qinglong/kubectl-ql3/cas"
-	"github.com/qinglong/kubectl-ql3/formats/keyset"
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/keyset"
+	"github.com/qinglong/kubectl-ql3/ceremony/keyset/jwkset"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/keyledger"
 )
 
 func newCmdKeyset(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -44,25 +44,25 @@ type keysetRead struct {
 }
 
 func (r *keysetRead) add(f *pflag.FlagSet) {
-	f.Int64Var(&r.maxBytes, "max-bytes", keyset.DefaultMaxBytes, fmt.Sprintf("largest keyset or key file to read, in bytes (at most %d)", keyset.HardMaxBytes))
+	f.Int64Var(&r.maxBytes, "max-bytes", jwkset.DefaultMaxBytes, fmt.Sprintf("largest keyset or key file to read, in bytes (at most %d)", jwkset.HardMaxBytes))
 	f.StringVarP(&r.output, "output", "o", "", "output format: json or yaml")
 }
 
 func (r *keysetRead) validate() error {
-	if r.maxBytes < 1 || r.maxBytes > keyset.HardMaxBytes {
-		return fail.Errorf(fail.Invalid, "--max-bytes %d: want 1 to %d", r.maxBytes, keyset.HardMaxBytes)
+	if r.maxBytes < 1 || r.maxBytes > jwkset.HardMaxBytes {
+		return fail.Errorf(fail.Invalid, "--max-bytes %d: want 1 to %d", r.maxBytes, jwkset.HardMaxBytes)
 	}
 	return validateOutput(r.output, "json", "yaml")
 }
 
 // read reads and parses the keyset at path (relative paths are taken from
 // the working directory); flag ("--current: ", or "") prefixes errors.
-func (r *keysetRead) read(flag, path string) (*keyset.Keyset, string, error) {
+func (r *keysetRead) read(flag, path string) (*jwkset.Keyset, string, error) {
 	data, abs, err := r.readFile(flag, path)
 	if err != nil {
 		return nil, "", err
 	}
-	k, err := keyset.Parse(data)
+	k, err := jwkset.Parse(data)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s%s: %w", flag, abs, err)
 	}
@@ -74,7 +74,7 @@ func (r *keysetRead) readFile(flag, path string) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", fail.Errorf(fail.Invalid, "%s%s: %w", flag, path, err)
 	}
-	data, err := keyset.ReadFile(abs, r.maxBytes)
+	data, err := jwkset.ReadFile(abs, r.maxBytes)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s%w", flag, err)
 	}
@@ -97,7 +97,7 @@ type keyReport struct {
 	Crv string `json:"crv,omitempty"`
 }
 
-func newKeysetReport(file string, k *keyset.Keyset) (keysetReport, error) {
+func newKeysetReport(file string, k *jwkset.Keyset) (keysetReport, error) {
 	d, err := k.Digest()
 	if err != nil {
 		return keysetReport{}, err
@@ -179,7 +179,7 @@ func (o *keysetVerifyOptions) Run() error {
 			return err
 		}
 		rep.Previous = &p
-		if err := keyset.CheckSuccessor(prev, next); err != nil {
+		if err := jwkset.CheckSuccessor(prev, next); err != nil {
 			return fmt.Errorf("%s after --previous %s: %w", abs, prevAbs, err)
 		}
 	}
@@ -289,11 +289,11 @@ func (o *keysetPlanOptions) Run() error {
 	if err != nil {
 		return err
 	}
-	key, err := keyset.ParseJWK(data)
+	key, err := jwkset.ParseJWK(data)
 	if err != nil {
 		return fmt.Errorf("--add: %s: %w", addAbs, err)
 	}
-	plan, err := keyset.PlanRotation(cur, key, o.revoke)
+	plan, err := jwkset.PlanRotation(cur, key, o.revoke)
 	if err != nil {
 		return err
 	}
@@ -306,14 +306,14 @@ func (o *keysetPlanOptions) Run() error {
 	}
 	overlapFile := filepath.Join(dir, fmt.Sprintf("keyset-%d.json", plan.Overlap.Generation))
 	revokingFile := filepath.Join(dir, fmt.Sprintf("keyset-%d.json", plan.Revoking.Generation))
-	if err := writeNewFiles([]string{overlapFile, revokingFile}, []*keyset.Keyset{plan.Overlap, plan.Revoking}); err != nil {
+	if err := writeNewFiles([]string{overlapFile, revokingFile}, []*jwkset.Keyset{plan.Overlap, plan.Revoking}); err != nil {
 		return err
 	}
 	rep := keysetPlanReport{Revoked: plan.Revoked}
 	for _, r := range []struct {
 		into *keysetReport
 		file string
-		k    *keyset.Keyset
+		k    *jwkset.Keyset
 	}{{&rep.Current, curAbs, cur}, {&rep.Overlap, overlapFile, plan.Overlap}, {&rep.Revoking, revokingFile, plan.Revoking}} {
 		if *r.into, err = newKeysetReport(r.file, r.k); err != nil {
 			return err
@@ -347,7 +347,7 @@ func kidList(r keysetReport) string {
 
 // writeNewFiles creates every file with O_EXCL (never replacing one),
 // mode 0644; if any cannot be written, the ones written are removed.
-func writeNewFiles(paths []string, sets []*keyset.Keyset) error {
+func writeNewFiles(paths []string, sets []*jwkset.Keyset) error {
 	var written []string
 	undo := func() {
 		for _, p := range written {
@@ -384,7 +384,7 @@ type keysetPublishOptions struct {
 // keysetPublishReport is publish's result.
 type keysetPublishReport struct {
 	File string `json:"file"`
-	*keyledger.Result
+	*keyset.Result
 	// Note is the one thing publish cannot know.
 	Note string `json:"note"`
 }
@@ -395,11 +395,11 @@ func newCmdKeysetPublish(flags *genericclioptions.ConfigFlags, streams genericio
 		Use:   "publish FILE",
 		Short: "Publish a keyset generation to a namespace through its durable ledger",
 		Long: `Publish the keyset generation in FILE to the namespace (-n, or the kubeconfig's):
-first the ledger Secret ` + keyledger.LedgerSecret + ` (the highest
+first the ledger Secret ` + keyset.LedgerSecret + ` (the highest
 generation, the digest of every published generation, the revoked set and
 the RFC 7638 thumbprints of the revoked keys),
-then the keyset Secret ` + keyledger.KeysetSecret + ` that the
-management host mounts (key ` + keyledger.KeysetKey + `). Each is a compare-and-swap write:
+then the keyset Secret ` + keyset.KeysetSecret + ` that the
+management host mounts (key ` + keyset.KeysetKey + `). Each is a compare-and-swap write:
 of concurrent publishers exactly one wins; a write whose answer was lost is
 settled by reading it back.
 
@@ -449,7 +449,7 @@ func (o *keysetPublishOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	req := keyledger.Request{Next: next, ConfirmOverlapObserved: o.confirm}
+	req := keyset.Request{Next: next, ConfirmOverlapObserved: o.confirm}
 	if o.previous != "" {
 		if req.Previous, _, err = o.read.read("--previous: ", o.previous); err != nil {
 			return err
@@ -463,7 +463,7 @@ func (o *keysetPublishOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := keyledger.Publish(ctx, keyledger.Options{
+	res, err := keyset.Publish(ctx, keyset.Options{
 		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Review: cas.NewReview(cas.NewReviewer(cs)), Hint: keysetRBACHint,
 		Say: func(format string, args ...any) { fmt.Fprintf(o.streams.ErrOut, format+"\n", args...) },
 	}, req)
@@ -479,7 +479,7 @@ func (o *keysetPublishOptions) Run(ctx context.Context) error {
 }
 
 // publishNote says what publish cannot observe.
-func publishNote(res *keyledger.Result) string {
+func publishNote(res *keyset.Result) string {
 	n := fmt.Sprintf("replicas load generation %d when the kubelet refreshes their Secret volume; publish cannot observe which have", res.Generation)
 	if len(res.NewlyRevoked) > 0 {
 		n += fmt.Sprintf("; %s is revoked on a replica only once it has loaded generation %d, so the revocation is not known to be in effect cluster-wide", strings.Join(res.NewlyRevoked, ", "), res.Generation)
@@ -491,7 +491,7 @@ func printKeysetPublish(w io.Writer, rep keysetPublishReport) {
 	fmt.Fprintf(w, "%s: generation %d (digest %s) in namespace %s\n", rep.File, rep.Generation, rep.Digest, rep.Namespace)
 	for _, s := range []struct {
 		what string
-		r    keyledger.SecretResult
+		r    keyset.SecretResult
 	}{{"ledger", rep.Ledger}, {"keyset", rep.Keyset}} {
 		settled := ""
 		if s.r.Settled {
@@ -531,8 +531,8 @@ func newCmdKeysetRBAC(flags *genericclioptions.ConfigFlags, streams genericioopt
 		Short: "Print the least-privilege Role for keyset publish in a namespace",
 		Long: `Print the Role (and, with --bind-user or --bind-group, its RoleBinding) that
 "kubectl ql3 keyset publish" needs in the namespace (-n, or the kubeconfig's):
-get and update on the Secrets ` + keyledger.LedgerSecret + ` and
-` + keyledger.KeysetSecret + ` by name, and create on Secrets.
+get and update on the Secrets ` + keyset.LedgerSecret + ` and
+` + keyset.KeysetSecret + ` by name, and create on Secrets.
 
 Create cannot be limited by name: a create request carries no name in its
 URL, so RBAC ignores resourceNames for it, and the Role lets its holder create
@@ -565,6 +565,6 @@ func (o *keysetRBACOptions) Run() error {
 	if ns == "" {
 		return fail.Errorf(fail.Invalid, "no namespace: give -n NAMESPACE")
 	}
-	objs := keyledger.RBAC(ns, keyledger.Subject{User: o.bindUser, Group: o.bindGroup})
+	objs := keyset.RBAC(ns, keyset.Subject{User: o.bindUser, Group: o.bindGroup})
 	return printRBAC(o.streams.Out, o.output, objs)
 }

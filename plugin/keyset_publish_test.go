@@ -10,8 +10,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/formats/keyset"
-	"github.com/qinglong/kubectl-ql3/keyledger"
+	"github.com/qinglong/kubectl-ql3/ceremony/keyset"
+	"github.com/qinglong/kubectl-ql3/ceremony/keyset/jwkset"
 )
 
 // keyset publish through the built binary: a rotation, the revocation
@@ -20,13 +20,13 @@ func TestKeysetPublishCLI(t *testing.T) {
 	ns := cp.Namespace(t)
 	dir := t.TempDir()
 	a, b := ksJWK("a", 2), ksJWK("b", 4)
-	g1 := ksWrite(t, dir, "keyset-1.json", &keyset.Keyset{Generation: 1, Keys: []keyset.JWK{a}, RevokedKids: []string{}})
-	g2 := ksWrite(t, dir, "keyset-2.json", &keyset.Keyset{Generation: 2, Keys: []keyset.JWK{a, b}, RevokedKids: []string{}})
-	g3k := &keyset.Keyset{Generation: 3, Keys: []keyset.JWK{b}, RevokedKids: []string{"a"}}
+	g1 := ksWrite(t, dir, "keyset-1.json", &jwkset.Keyset{Generation: 1, Keys: []jwkset.JWK{a}, RevokedKids: []string{}})
+	g2 := ksWrite(t, dir, "keyset-2.json", &jwkset.Keyset{Generation: 2, Keys: []jwkset.JWK{a, b}, RevokedKids: []string{}})
+	g3k := &jwkset.Keyset{Generation: 3, Keys: []jwkset.JWK{b}, RevokedKids: []string{"a"}}
 	g3 := ksWrite(t, dir, "keyset-3.json", g3k)
 
 	out := mustRun(t, nil, "keyset", "publish", g1, "-n", ns)
-	if !strings.Contains(out, "secret/"+keyledger.LedgerSecret+": created") || !strings.Contains(out, "secret/"+keyledger.KeysetSecret+": created") {
+	if !strings.Contains(out, "secret/"+keyset.LedgerSecret+": created") || !strings.Contains(out, "secret/"+keyset.KeysetSecret+": created") {
 		t.Fatalf("first publish printed:\n%s", out)
 	}
 	mustRun(t, nil, "keyset", "publish", g2, "-n", ns, "--previous", g1)
@@ -64,7 +64,7 @@ func TestKeysetPublishCLI(t *testing.T) {
 func TestKeysetRBACCLI(t *testing.T) {
 	ns := cp.Namespace(t)
 	out := mustRun(t, nil, "keyset", "rbac", "-n", ns)
-	for _, want := range []string{"kind: Role", keyledger.LedgerSecret, keyledger.KeysetSecret, "cannot be limited by name"} {
+	for _, want := range []string{"kind: Role", keyset.LedgerSecret, keyset.KeysetSecret, "cannot be limited by name"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("rbac yaml lacks %q:\n%s", want, out)
 		}
@@ -96,7 +96,7 @@ func TestKeysetRBACCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g1 := ksWrite(t, t.TempDir(), "keyset-1.json", &keyset.Keyset{Generation: 1, Keys: []keyset.JWK{ksJWK("a", 2)}, RevokedKids: []string{}})
+	g1 := ksWrite(t, t.TempDir(), "keyset-1.json", &jwkset.Keyset{Generation: 1, Keys: []jwkset.JWK{ksJWK("a", 2)}, RevokedKids: []string{}})
 	mustRun(t, []string{"KUBECONFIG=" + kc}, "keyset", "publish", g1, "-n", ns)
 	stdout, stderr, code := run(t, []string{"KUBECONFIG=" + kc}, "keyset", "publish", g1, "-n", "default")
 	if code != 2 || stdout != "" || !strings.Contains(stderr, "lacks") {
@@ -112,10 +112,10 @@ func TestKeysetPublishRevokedKeyUnderNewKidCLI(t *testing.T) {
 	ns := cp.Namespace(t)
 	dir := t.TempDir()
 	a, b := ksJWK("a", 2), ksJWK("b", 4)
-	g1 := ksWrite(t, dir, "keyset-1.json", &keyset.Keyset{Generation: 1, Keys: []keyset.JWK{a}, RevokedKids: []string{}})
-	g2 := ksWrite(t, dir, "keyset-2.json", &keyset.Keyset{Generation: 2, Keys: []keyset.JWK{a, b}, RevokedKids: []string{}})
-	g3 := ksWrite(t, dir, "keyset-3.json", &keyset.Keyset{Generation: 3, Keys: []keyset.JWK{b}, RevokedKids: []string{"a"}})
-	g4 := ksWrite(t, dir, "keyset-4.json", &keyset.Keyset{Generation: 4, Keys: []keyset.JWK{b, ksJWK("a2", 2)}, RevokedKids: []string{"a"}})
+	g1 := ksWrite(t, dir, "keyset-1.json", &jwkset.Keyset{Generation: 1, Keys: []jwkset.JWK{a}, RevokedKids: []string{}})
+	g2 := ksWrite(t, dir, "keyset-2.json", &jwkset.Keyset{Generation: 2, Keys: []jwkset.JWK{a, b}, RevokedKids: []string{}})
+	g3 := ksWrite(t, dir, "keyset-3.json", &jwkset.Keyset{Generation: 3, Keys: []jwkset.JWK{b}, RevokedKids: []string{"a"}})
+	g4 := ksWrite(t, dir, "keyset-4.json", &jwkset.Keyset{Generation: 4, Keys: []jwkset.JWK{b, ksJWK("a2", 2)}, RevokedKids: []string{"a"}})
 	mustRun(t, nil, "keyset", "publish", g1, "-n", ns)
 	mustRun(t, nil, "keyset", "publish", g2, "-n", ns, "--previous", g1)
 	out := mustRun(t, nil, "keyset", "publish", g3, "-n", ns, "--previous", g2, "--confirm-overlap-observed", "-o", "json")
@@ -140,7 +140,7 @@ func TestKeysetPublishRevokedKeyUnderNewKidCLI(t *testing.T) {
 		cp.NoWrites(t, "ks-revived", ns, "secrets")
 	}
 	refused("a's key as a2", "--previous", g3)
-	if err := cp.Clientset().CoreV1().Secrets(ns).Delete(context.Background(), keyledger.KeysetSecret, metav1.DeleteOptions{}); err != nil {
+	if err := cp.Clientset().CoreV1().Secrets(ns).Delete(context.Background(), keyset.KeysetSecret, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	refused("a's key as a2 with the keyset Secret deleted")

@@ -11,25 +11,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/kubectl-ql3/formats/keyset"
+	"github.com/qinglong/kubectl-ql3/ceremony/keyset/jwkset"
 )
 
 // ksJWK is a deterministic public JWK: Ed25519 for an even seed, P-256
 // for an odd one.
-func ksJWK(kid string, seed byte) keyset.JWK {
+func ksJWK(kid string, seed byte) jwkset.JWK {
 	b64 := base64.RawURLEncoding.EncodeToString
 	s := make([]byte, 32)
 	s[31] = seed
 	if seed%2 == 0 {
 		pub := ed25519.NewKeyFromSeed(s).Public().(ed25519.PublicKey)
-		return keyset.JWK{Kty: "OKP", Kid: kid, Alg: "EdDSA", Crv: "Ed25519", X: b64(pub)}
+		return jwkset.JWK{Kty: "OKP", Kid: kid, Alg: "EdDSA", Crv: "Ed25519", X: b64(pub)}
 	}
 	priv, err := ecdh.P256().NewPrivateKey(s)
 	if err != nil {
 		panic(err)
 	}
 	p := priv.PublicKey().Bytes()
-	return keyset.JWK{Kty: "EC", Kid: kid, Alg: "ES256", Crv: "P-256", X: b64(p[1:33]), Y: b64(p[33:])}
+	return jwkset.JWK{Kty: "EC", Kid: kid, Alg: "ES256", Crv: "P-256", X: b64(p[1:33]), Y: b64(p[33:])}
 }
 
 // ksWriteFile writes data with mode (not subject to the umask) and returns
@@ -46,7 +46,7 @@ func ksWriteFile(t *testing.T, dir, name string, data []byte, mode os.FileMode) 
 	return p
 }
 
-func ksWrite(t *testing.T, dir, name string, k *keyset.Keyset) string {
+func ksWrite(t *testing.T, dir, name string, k *jwkset.Keyset) string {
 	t.Helper()
 	data, err := k.Encode()
 	if err != nil {
@@ -55,7 +55,7 @@ func ksWrite(t *testing.T, dir, name string, k *keyset.Keyset) string {
 	return ksWriteFile(t, dir, name, data, 0o644)
 }
 
-func ksDigest(t *testing.T, k *keyset.Keyset) string {
+func ksDigest(t *testing.T, k *jwkset.Keyset) string {
 	t.Helper()
 	d, err := k.Digest()
 	if err != nil {
@@ -67,7 +67,7 @@ func ksDigest(t *testing.T, k *keyset.Keyset) string {
 func TestKeysetVerify(t *testing.T) {
 	dir := t.TempDir()
 	a, b, c := ksJWK("a", 2), ksJWK("b", 3), ksJWK("c", 4)
-	cur := &keyset.Keyset{Generation: 5, Keys: []keyset.JWK{a, b}, RevokedKids: []string{"z"}}
+	cur := &jwkset.Keyset{Generation: 5, Keys: []jwkset.JWK{a, b}, RevokedKids: []string{"z"}}
 	curFile := ksWrite(t, dir, "keyset-5.json", cur)
 
 	stdout, stderr, code := run(t, nil, "keyset", "verify", curFile)
@@ -80,7 +80,7 @@ func TestKeysetVerify(t *testing.T) {
 		}
 	}
 
-	next := &keyset.Keyset{Generation: 6, Keys: []keyset.JWK{b, c}, RevokedKids: []string{"z", "a"}}
+	next := &jwkset.Keyset{Generation: 6, Keys: []jwkset.JWK{b, c}, RevokedKids: []string{"z", "a"}}
 	nextFile := ksWrite(t, dir, "keyset-6.json", next)
 	stdout, stderr, code = run(t, nil, "keyset", "verify", nextFile, "--previous", curFile, "-o", "json")
 	if code != 0 {
@@ -106,8 +106,8 @@ func TestKeysetVerify(t *testing.T) {
 	if err := os.Symlink(curFile, filepath.Join(dir, "link.json")); err != nil {
 		t.Fatal(err)
 	}
-	ks := func(gen int64, revoked []string, keys ...keyset.JWK) string {
-		return ksWrite(t, t.TempDir(), "k.json", &keyset.Keyset{Generation: gen, Keys: keys, RevokedKids: revoked})
+	ks := func(gen int64, revoked []string, keys ...jwkset.JWK) string {
+		return ksWrite(t, t.TempDir(), "k.json", &jwkset.Keyset{Generation: gen, Keys: keys, RevokedKids: revoked})
 	}
 	tests := []struct {
 		name     string
@@ -141,7 +141,7 @@ func TestKeysetVerify(t *testing.T) {
 	}
 }
 
-func ksEncode(t *testing.T, k *keyset.Keyset) []byte {
+func ksEncode(t *testing.T, k *jwkset.Keyset) []byte {
 	t.Helper()
 	data, err := k.Encode()
 	if err != nil {
@@ -152,7 +152,7 @@ func ksEncode(t *testing.T, k *keyset.Keyset) []byte {
 
 func TestKeysetPlanRotation(t *testing.T) {
 	dir := t.TempDir()
-	cur := &keyset.Keyset{Generation: 7, Keys: []keyset.JWK{ksJWK("old-1", 2), ksJWK("old-2", 3)}, RevokedKids: []string{}}
+	cur := &jwkset.Keyset{Generation: 7, Keys: []jwkset.JWK{ksJWK("old-1", 2), ksJWK("old-2", 3)}, RevokedKids: []string{}}
 	curFile := ksWrite(t, dir, "keyset-7.json", cur)
 	newKey, err := json.Marshal(ksJWK("new", 6))
 	if err != nil {
@@ -170,12 +170,12 @@ func TestKeysetPlanRotation(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
-	read := func(p string) *keyset.Keyset {
-		data, err := keyset.ReadFile(p, 0) // also checks the written mode
+	read := func(p string) *jwkset.Keyset {
+		data, err := jwkset.ReadFile(p, 0) // also checks the written mode
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := keyset.Parse(data)
+		k, err := jwkset.Parse(data)
 		if err != nil {
 			t.Fatal(err)
 		}

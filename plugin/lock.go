@@ -17,7 +17,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
@@ -182,7 +182,7 @@ func (o *lockOptions) Complete(cmd *cobra.Command) error {
 		return err
 	}
 	o.identity = func(ctx context.Context) (string, error) {
-		return ceremony.ReadClusterIdentity(ctx, ceremony.NewIdentityReader(cs))
+		return deploy.ReadClusterIdentity(ctx, deploy.NewIdentityReader(cs))
 	}
 	o.opts.Mapper, err = restMapper(o.flags)
 	return err

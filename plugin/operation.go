@@ -10,7 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/qinglong/kubectl-ql3/audits/operation"
+	"github.com/qinglong/kubectl-ql3/ceremony/operation"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 

@@ -9,7 +9,7 @@ import (
 
 // operationFixture is a fixture of audits/operation.
 func operationFixture(name string) string {
-	return filepath.Join("..", "audits", "operation", "testdata", name)
+	return filepath.Join("..", "ceremony", "operation", "testdata", name)
 }
 
 // kubectl ql3 operation audit, through the built binary: no cluster is

@@ -14,7 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
@@ -168,10 +168,10 @@ func printNames(w io.Writer, v any) error {
 		if !r.Present {
 			return nil
 		}
-		return printObjectNames(w, []*unstructured.Unstructured{stub("v1", "ConfigMap", r.Namespace, ceremony.HeadName)})
-	case *ceremony.PreflightResult:
+		return printObjectNames(w, []*unstructured.Unstructured{stub("v1", "ConfigMap", r.Namespace, deploy.HeadName)})
+	case *deploy.PreflightResult:
 		lines = []string{r.Path}
-	case *ceremony.ApplyResult:
+	case *deploy.ApplyResult:
 		lines = []string{r.Receipt}
 	case LockReport:
 		lines = []string{r.Path}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/plugin"
 )
 
@@ -49,8 +49,8 @@ current-context: ctx
 		{"lock", brokenEnv, []string{"lock", release, "--version", "3.0.0"}, `error loading config file`},
 		{"render --context", brokenEnv, []string{"render", release, "--context", "x"}, `error loading config file`},
 		{"rbac", brokenEnv, []string{"rbac", release}, `error loading config file`},
-		{"preflight", brokenEnv, []string{"preflight", release, "--transition", "install", "--expected-head", ceremony.AbsentToken}, `error loading config file`},
-		{"rollback", brokenEnv, []string{"rollback", release, "--expected-head", ceremony.AbsentToken}, `error loading config file`},
+		{"preflight", brokenEnv, []string{"preflight", release, "--transition", "install", "--expected-head", deploy.AbsentToken}, `error loading config file`},
+		{"rollback", brokenEnv, []string{"rollback", release, "--expected-head", deploy.AbsentToken}, `error loading config file`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,15 +71,15 @@ func TestOutputFormats(t *testing.T) {
 	work := t.TempDir()
 	rdir := filepath.Join(work, "receipts")
 
-	if got := mustRun(t, nil, "head", "-n", ns, "-o", "jsonpath={.expectedHead}"); got != ceremony.AbsentToken {
-		t.Fatalf("head -o jsonpath={.expectedHead} = %q, want %q", got, ceremony.AbsentToken)
+	if got := mustRun(t, nil, "head", "-n", ns, "-o", "jsonpath={.expectedHead}"); got != deploy.AbsentToken {
+		t.Fatalf("head -o jsonpath={.expectedHead} = %q, want %q", got, deploy.AbsentToken)
 	}
 	if got := mustRun(t, nil, "head", "-n", ns, "-o", "name"); got != "" {
 		t.Fatalf("head -o name without a Head = %q, want nothing", got)
 	}
 
 	pf := filepath.Join(work, "pf.json")
-	if got := mustRun(t, nil, "preflight", rel, "--transition", "install", "--expected-head", ceremony.AbsentToken, "--out", pf, "-o", "name"); got != pf+"\n" {
+	if got := mustRun(t, nil, "preflight", rel, "--transition", "install", "--expected-head", deploy.AbsentToken, "--out", pf, "-o", "name"); got != pf+"\n" {
 		t.Fatalf("preflight -o name = %q, want the record path %q", got, pf)
 	}
 	receipt := strings.TrimSuffix(mustRun(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir, "-o", "name"), "\n")
@@ -98,7 +98,7 @@ func TestOutputFormats(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"head", "-n", ns, "-o", "name"}, "configmap/" + ceremony.HeadName + "\n"},
+		{[]string{"head", "-n", ns, "-o", "name"}, "configmap/" + deploy.HeadName + "\n"},
 		{[]string{"head", "-n", ns, "-o", "jsonpath={.expectedHead}"}, rep.ExpectedHead},
 		{[]string{"head", "-n", ns, "-o", "go-template={{.head.generation}} {{.head.current.version}}"}, "1 3.0.0"},
 		{[]string{"receipt", "audit", rdir, "-o", "name"}, receipt + "\n"},
@@ -111,7 +111,7 @@ func TestOutputFormats(t *testing.T) {
 			t.Errorf("%s = %q, want %q", strings.Join(c.args, " "), got, c.want)
 		}
 	}
-	if rep.ExpectedHead == ceremony.AbsentToken || rep.Head == nil || rep.Head.Current.Version != "3.0.0" {
+	if rep.ExpectedHead == deploy.AbsentToken || rep.Head == nil || rep.Head.Current.Version != "3.0.0" {
 		t.Fatalf("head -o json after install: %+v", rep)
 	}
 

@@ -11,11 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
-	"github.com/qinglong/kubectl-ql3/views"
 )
 
 func TestValidateOutput(t *testing.T) {
@@ -70,14 +70,14 @@ func testHeadReport() HeadReport {
 		Namespace:    "ql3-demo",
 		Present:      true,
 		ExpectedHead: "ql3h1-3-abc",
-		Head:         &ceremony.Head{Generation: 3, Phase: "committed"},
+		Head:         &deploy.Head{Generation: 3, Phase: "committed"},
 	}
 }
 
 // -o json and -o yaml keep the bytes they always had: two-space indented
 // JSON with a final newline, and sigs.k8s.io/yaml.
 func TestPrintObjectJSONAndYAMLBytes(t *testing.T) {
-	rep := HeadReport{Namespace: "ns", Present: false, ExpectedHead: ceremony.AbsentToken}
+	rep := HeadReport{Namespace: "ns", Present: false, ExpectedHead: deploy.AbsentToken}
 	tests := []struct {
 		output string
 		want   string
@@ -165,10 +165,10 @@ func TestPrintNames(t *testing.T) {
 		want string
 	}{
 		{"head present", testHeadReport(), "configmap/qinglong3-deployment-head\n"},
-		{"head absent prints nothing", HeadReport{Namespace: "ns", ExpectedHead: ceremony.AbsentToken}, ""},
-		{"preflight record", &ceremony.PreflightResult{Path: "/w/pf.json"}, "/w/pf.json\n"},
-		{"apply receipt", &ceremony.ApplyResult{Receipt: "/w/receipts/000001-install-3.0.0.receipt.json"}, "/w/receipts/000001-install-3.0.0.receipt.json\n"},
-		{"superseded apply without receipt", &ceremony.ApplyResult{Outcome: "superseded"}, ""},
+		{"head absent prints nothing", HeadReport{Namespace: "ns", ExpectedHead: deploy.AbsentToken}, ""},
+		{"preflight record", &deploy.PreflightResult{Path: "/w/pf.json"}, "/w/pf.json\n"},
+		{"apply receipt", &deploy.ApplyResult{Receipt: "/w/receipts/000001-install-3.0.0.receipt.json"}, "/w/receipts/000001-install-3.0.0.receipt.json\n"},
+		{"superseded apply without receipt", &deploy.ApplyResult{Outcome: "superseded"}, ""},
 		{"lock file", LockReport{Path: "rel/ql3.lock.yaml", State: "verified"}, "rel/ql3.lock.yaml\n"},
 		{"receipt audit files", &receipts.Report{Receipts: []receipts.ReceiptVerdict{{File: "r/1.receipt.json"}, {File: "r/2.receipt.json"}}}, "r/1.receipt.json\nr/2.receipt.json\n"},
 		{"inventory", InventoryReport{Render: inventory.LockRender{Inventory: []inventory.Identity{

@@ -14,12 +14,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/qinglong/kubectl-ql3/cas"
-	"github.com/qinglong/kubectl-ql3/formats/intent"
-	"github.com/qinglong/kubectl-ql3/formats/ocistage"
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/pointer"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
-	"github.com/qinglong/kubectl-ql3/pointer"
 )
 
 // newCmdPackage is `kubectl ql3 package`: plugin package activation
@@ -51,7 +51,7 @@ type StageReport struct {
 	IntentDigest string `json:"intentDigest"`
 	// Evidence is what the stage proves; it equals the intent's five
 	// stage fields.
-	Evidence ocistage.Evidence `json:"evidence"`
+	Evidence stagelayout.Evidence `json:"evidence"`
 	// Pointer is where the intent's active pointer lives.
 	Pointer intent.Naming `json:"pointer"`
 }
@@ -141,13 +141,13 @@ func (o *packageVerifyStageOptions) Run() error {
 		if err != nil {
 			return fail.Errorf(fail.Invalid, "--trusted-key %s: %w", file, err)
 		}
-		k, err := ocistage.ParsePublicKey(file, data)
+		k, err := stagelayout.ParsePublicKey(file, data)
 		if err != nil {
 			return fmt.Errorf("--trusted-key: %w", err)
 		}
 		keys = append(keys, k)
 	}
-	v := &ocistage.Verifier{Layout: o.layout, TrustedKeys: keys, Allow: o.allowRefs}
+	v := &stagelayout.Verifier{Layout: o.layout, TrustedKeys: keys, Allow: o.allowRefs}
 	ev, err := v.Verify(in)
 	if err != nil {
 		return err
@@ -230,7 +230,7 @@ func (s *stageFlags) add(cmd *cobra.Command) {
 }
 
 // verifier checks the flags and reads the trusted keys.
-func (s *stageFlags) verifier() (*ocistage.Verifier, error) {
+func (s *stageFlags) verifier() (*stagelayout.Verifier, error) {
 	switch {
 	case s.layout == "":
 		return nil, fail.Errorf(fail.Invalid, "--layout is required")
@@ -245,13 +245,13 @@ func (s *stageFlags) verifier() (*ocistage.Verifier, error) {
 		if err != nil {
 			return nil, fail.Errorf(fail.Invalid, "--trusted-key %s: %w", file, err)
 		}
-		k, err := ocistage.ParsePublicKey(file, data)
+		k, err := stagelayout.ParsePublicKey(file, data)
 		if err != nil {
 			return nil, fmt.Errorf("--trusted-key: %w", err)
 		}
 		keys = append(keys, k)
 	}
-	v := &ocistage.Verifier{Layout: s.layout, TrustedKeys: keys, Allow: s.allowRefs}
+	v := &stagelayout.Verifier{Layout: s.layout, TrustedKeys: keys, Allow: s.allowRefs}
 	return v, v.Validate()
 }
 

@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/formats/intent"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
 

@@ -17,27 +17,27 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/formats/intent"
-	"github.com/qinglong/kubectl-ql3/formats/ocistage/ocistagetest"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/pointer"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout/stagelayouttest"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
-	"github.com/qinglong/kubectl-ql3/pointer"
 )
 
 const pkgRepo = "registry.example.com/qinglong/packages/demo"
 
 // pkgStage stages a lock of version in its own layout under dir and
 // returns the stage, the lock file and the trusted key file.
-func pkgStage(t *testing.T, dir, version string) (*ocistagetest.Stage, string, string) {
+func pkgStage(t *testing.T, dir, version string) (*stagelayouttest.Stage, string, string) {
 	t.Helper()
 	lock := []byte(`{"package":"weather-tools","version":"` + version + `"}`)
-	s, err := ocistagetest.Write(filepath.Join(dir, "layout-"+version), ocistagetest.Spec{Lock: lock})
+	s, err := stagelayouttest.Write(filepath.Join(dir, "layout-"+version), stagelayouttest.Spec{Lock: lock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lf, kf := filepath.Join(dir, "lock-"+version+".json"), filepath.Join(dir, "stage.pem")
-	for path, b := range map[string][]byte{lf: lock, kf: ocistagetest.PublicKeyPEM(ocistagetest.Key(1))} {
+	for path, b := range map[string][]byte{lf: lock, kf: stagelayouttest.PublicKeyPEM(stagelayouttest.Key(1))} {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func pkgStage(t *testing.T, dir, version string) (*ocistagetest.Stage, string, s
 
 // pkgIntentFile writes s's intent for ns on the test cluster as
 // generation gen after prev ("" for none).
-func pkgIntentFile(t *testing.T, dir string, s *ocistagetest.Stage, ns string, gen int64, prev string) (string, intent.Intent) {
+func pkgIntentFile(t *testing.T, dir string, s *stagelayouttest.Stage, ns string, gen int64, prev string) (string, intent.Intent) {
 	t.Helper()
 	ks, err := cp.Clientset().CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
 	if err != nil {
@@ -66,7 +66,7 @@ func pkgIntentFile(t *testing.T, dir string, s *ocistagetest.Stage, ns string, g
 	return f, in
 }
 
-func stageArgs(s *ocistagetest.Stage, key string) []string {
+func stageArgs(s *stagelayouttest.Stage, key string) []string {
 	return []string{"--layout", s.Dir, "--trusted-key", key, "--allow-ref", pkgRepo}
 }
 
@@ -129,7 +129,7 @@ func TestPackagePointerCLI(t *testing.T) {
 	s1, lock1, key := pkgStage(t, dir, "1.2.2")
 	s2, lock2, _ := pkgStage(t, dir, "1.2.3")
 	s3, _, _ := pkgStage(t, dir, "1.2.4")
-	intentArgs := func(s *ocistagetest.Stage, lock string) []string {
+	intentArgs := func(s *stagelayouttest.Stage, lock string) []string {
 		return append([]string{"package", "intent", "--lock", lock, "--project", "demo", "--package", "weather-tools", "-n", ns}, stageArgs(s, key)...)
 	}
 	out, stderr, code := run(t, env, intentArgs(s1, lock1)...)
@@ -172,7 +172,7 @@ func TestPackagePointerCLI(t *testing.T) {
 		t.Fatalf("intent of the active stage: %s", out)
 	}
 	i3, _ := pkgIntentFile(t, dir, s3, ns, 2, s1.Evidence.LockDigest) // a competitor of i2
-	up := func(file string, s *ocistagetest.Stage) []string {
+	up := func(file string, s *stagelayouttest.Stage) []string {
 		return append([]string{"package", "activate", "--intent", file}, stageArgs(s, key)...)
 	}
 	if out := mustRun(t, env, up(i2, s2)...); !strings.Contains(out, ": updated, version ") {
@@ -189,7 +189,7 @@ func TestPackagePointerCLI(t *testing.T) {
 	s4, _, _ := pkgStage(t, dir, "1.2.5")
 	i4, _ := pkgIntentFile(t, dir, s4, ns, 3, s2.Evidence.LockDigest)
 	otherKey := filepath.Join(dir, "other.pem")
-	os.WriteFile(otherKey, ocistagetest.PublicKeyPEM(ocistagetest.Key(2)), 0o644)
+	os.WriteFile(otherKey, stagelayouttest.PublicKeyPEM(stagelayouttest.Key(2)), 0o644)
 	drift := []string{"package", "activate", "--intent", i4, "--layout", s4.Dir, "--trusted-key", otherKey, "--allow-ref", pkgRepo}
 	if _, stderr, code := run(t, env, drift...); code != 3 || !strings.Contains(stderr, "signed by none") || !strings.Contains(stderr, "nothing was written") {
 		t.Fatalf("activate with drifted evidence: exit %d: %s", code, stderr)
@@ -238,7 +238,7 @@ func TestPackageActivateRace(t *testing.T) {
 	for gen := int64(1); gen <= 2; gen++ {
 		type racer struct {
 			file, key string
-			s         *ocistagetest.Stage
+			s         *stagelayouttest.Stage
 			env       []string
 			code      int
 			stderr    string

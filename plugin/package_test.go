@@ -9,17 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qinglong/kubectl-ql3/formats/intent"
-	"github.com/qinglong/kubectl-ql3/formats/ocistage/ocistagetest"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout/stagelayouttest"
 	"github.com/qinglong/kubectl-ql3/plugin"
 )
 
 // packageStage writes a valid stage, its intent and its trusted key; it
 // returns the stage and the verify-stage arguments that accept it.
-func packageStage(t *testing.T) (*ocistagetest.Stage, map[string]string) {
+func packageStage(t *testing.T) (*stagelayouttest.Stage, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := ocistagetest.Write(filepath.Join(dir, "layout"), ocistagetest.Spec{})
+	s, err := stagelayouttest.Write(filepath.Join(dir, "layout"), stagelayouttest.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func packageStage(t *testing.T) (*ocistagetest.Stage, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, b := range map[string][]byte{files["intent"]: data, files["key"]: ocistagetest.PublicKeyPEM(ocistagetest.Key(1)), files["other-key"]: ocistagetest.PublicKeyPEM(ocistagetest.Key(2))} {
+	for path, b := range map[string][]byte{files["intent"]: data, files["key"]: stagelayouttest.PublicKeyPEM(stagelayouttest.Key(1)), files["other-key"]: stagelayouttest.PublicKeyPEM(stagelayouttest.Key(2))} {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -65,74 +65,74 @@ func TestPackageVerifyStage(t *testing.T) {
 func TestPackageVerifyStageFailures(t *testing.T) {
 	tests := []struct {
 		name   string
-		edit   func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string // returns extra/replacement args
+		edit   func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string // returns extra/replacement args
 		code   int
 		stderr string
 	}{
-		{"bundle altered: unavailable", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"bundle altered: unavailable", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			if err := os.WriteFile(s.Blobs["bundle"], []byte("other bytes"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return nil
 		}, 4, "the layout is damaged"},
-		{"receipt missing: unavailable", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"receipt missing: unavailable", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			os.Remove(s.Blobs["receipt"])
 			return nil
 		}, 4, "read blob"},
-		{"bundle blob a named pipe: unavailable, at once", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"bundle blob a named pipe: unavailable, at once", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			os.Remove(s.Blobs["bundle"])
 			if err := syscall.Mkfifo(s.Blobs["bundle"], 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return nil
 		}, 4, "not a regular file"},
-		{"layout directory missing: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"layout directory missing: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			f["layout"] += ".missing"
 			return nil
 		}, 2, "--layout " + "LAYOUT.missing: no such file or directory"},
-		{"layout names a file: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"layout names a file: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			f["layout"] = f["intent"]
 			return nil
 		}, 2, "intent.json: not a directory"},
-		{"layout not an OCI layout: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"layout not an OCI layout: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			f["layout"] = filepath.Dir(f["layout"])
 			return nil
 		}, 2, "has no oci-layout file: it is not an OCI image layout"},
-		{"untrusted key: conflict", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"untrusted key: conflict", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			f["key"] = f["other-key"]
 			return nil
 		}, 3, "signed by none"},
-		{"not allowlisted: conflict", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"not allowlisted: conflict", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			f["allow"] = "registry.example.com/qinglong/packages/other"
 			return nil
 		}, 3, "not in the allowlist"},
-		{"intent differs: conflict", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"intent differs: conflict", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			in := s.Intent()
 			in.ContentDigest = s.Evidence.LockDigest
 			data, _ := json.Marshal(in)
 			os.WriteFile(f["intent"], data, 0o644)
 			return nil
 		}, 3, "contentDigest: intent"},
-		{"intent with an unknown member: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"intent with an unknown member: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			os.WriteFile(f["intent"], []byte(`{"schema":"qinglong/plugin-package-activation-intent@v1","x":1}`), 0o644)
 			return nil
 		}, 2, "intent.json"},
-		{"intent file missing: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"intent file missing: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			f["intent"] += ".missing"
 			return nil
 		}, 2, "--intent"},
-		{"key file not a key: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"key file not a key: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			os.WriteFile(f["key"], []byte("not a key"), 0o644)
 			return nil
 		}, 2, "--trusted-key"},
-		{"malformed allow-ref: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"malformed allow-ref: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			f["allow"] = "Not A Ref"
 			return nil
 		}, 2, "--allow-ref"},
-		{"-o name: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"-o name: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			return []string{"-o", "name"}
 		}, 2, "--output"},
-		{"no --allow-ref: invalid", func(t *testing.T, s *ocistagetest.Stage, f map[string]string) []string {
+		{"no --allow-ref: invalid", func(t *testing.T, s *stagelayouttest.Stage, f map[string]string) []string {
 			f["allow"] = ""
 			return nil
 		}, 2, `required flag(s) "allow-ref" not set`},

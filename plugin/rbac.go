@@ -10,7 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
@@ -98,11 +98,11 @@ func (o *rbacOptions) Run(ctx context.Context) error {
 		if oldLock.Target != lock.Target {
 			return fail.Errorf(fail.Invalid, "--retire-from %q targets %+v, not the release's %+v", o.retireOld, oldLock.Target, lock.Target)
 		}
-		if retired = ceremony.RetiredObjects(old.Objects, rel.Objects); len(retired) == 0 {
+		if retired = deploy.RetiredObjects(old.Objects, rel.Objects); len(retired) == 0 {
 			return fail.Errorf(fail.Invalid, "--retire-from %q: the release keeps every object of it: nothing to retire", o.retireOld)
 		}
 	}
-	objs, err := ceremony.RBACRetire(rel.Objects, retired, lock.Target.Namespace, mapper, ceremony.RBACSubject{User: o.bindUser, Group: o.bindGroup})
+	objs, err := deploy.RBACRetire(rel.Objects, retired, lock.Target.Namespace, mapper, deploy.RBACSubject{User: o.bindUser, Group: o.bindGroup})
 	if err != nil {
 		return err
 	}

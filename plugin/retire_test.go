@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
@@ -162,7 +162,7 @@ func TestCLIRetireChanged(t *testing.T) {
 	if !strings.Contains(out, "retired v1/ConfigMap/"+ns+"/ql3-features: left: changed") || !strings.Contains(out, "ql3-batch: deleted") {
 		t.Fatalf("resume --leave-changed:\n%s", out)
 	}
-	if h := headOf(t, ns); h.Phase != ceremony.PhaseCommitted {
+	if h := headOf(t, ns); h.Phase != deploy.PhaseCommitted {
 		t.Fatalf("head %s", h.Phase)
 	}
 	mustRun(t, nil, "receipt", "audit", rdir)
@@ -207,7 +207,7 @@ func TestCLIRetireKillThenResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	if h := headOf(t, ns); h.Phase != ceremony.PhaseApplying {
+	if h := headOf(t, ns); h.Phase != deploy.PhaseApplying {
 		t.Fatalf("after SIGKILL the Head is %s", h.Phase)
 	}
 	cm, err = cms.Get(ctx, "ql3-features", metav1.GetOptions{})
@@ -261,7 +261,7 @@ func TestCLIRetireAbsentUnreadable(t *testing.T) {
 			if code != tt.exit || !strings.Contains(stderr, "ql3-features") || !strings.Contains(stderr, "Head stays applying") {
 				t.Fatalf("apply with the absent object's read answered %d: exit %d, want %d naming it\n%s", tt.code, code, tt.exit, stderr)
 			}
-			if h := headOf(t, ns); h.Phase != ceremony.PhaseApplying {
+			if h := headOf(t, ns); h.Phase != deploy.PhaseApplying {
 				t.Fatalf("the Head is %s, want applying: an unread object was recorded", h.Phase)
 			}
 			out := mustRun(t, nil, "resume", "--preflight", pf, "--receipts-dir", rdir)
@@ -305,7 +305,7 @@ func TestCLIRetireStatusMoved(t *testing.T) {
 			_, v320, work, rdir := installedForRetire(t, ns)
 			pf := filepath.Join(work, "retire.json")
 			mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", pf)
-			var rec ceremony.PreflightRecord
+			var rec deploy.PreflightRecord
 			if data, err := os.ReadFile(pf); err != nil || json.Unmarshal(data, &rec) != nil {
 				t.Fatalf("read the preflight record: %v", err)
 			}

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 )
 
@@ -116,11 +116,11 @@ func TestRefusedSettlementIsUnknown(t *testing.T) {
 				t.Fatalf("apply whose settling request was refused %d: exit %d, want 4 naming %q with the outcome unknown\n%s", tt.code, code, name, stderr)
 			}
 			verb := "apply"
-			if h := headOf(t, ns); h.Phase == ceremony.PhaseApplying {
+			if h := headOf(t, ns); h.Phase == deploy.PhaseApplying {
 				verb = "resume"
 			}
 			mustRun(t, nil, verb, "--preflight", pf, "--receipts-dir", rdir)
-			if h := headOf(t, ns); h.Phase != ceremony.PhaseCommitted || h.Generation != 1 {
+			if h := headOf(t, ns); h.Phase != deploy.PhaseCommitted || h.Generation != 1 {
 				t.Fatalf("after the rerun: generation %d %s, want 1 committed", h.Generation, h.Phase)
 			}
 			mustRun(t, nil, "receipt", "audit", rdir)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 )
 
 // VersionInfo is what `kubectl ql3 version -o json|yaml` prints.
@@ -96,10 +96,10 @@ func (o *versionOptions) readServer(ctx context.Context, info *VersionInfo) erro
 	if err != nil {
 		return err
 	}
-	if info.Server, err = ceremony.ServerVersion(cs); err != nil {
+	if info.Server, err = deploy.ServerVersion(cs); err != nil {
 		return err
 	}
-	info.ClusterIdentity, err = ceremony.ReadClusterIdentity(ctx, ceremony.NewIdentityReader(cs))
+	info.ClusterIdentity, err = deploy.ReadClusterIdentity(ctx, deploy.NewIdentityReader(cs))
 	return err
 }
 

@@ -16,11 +16,11 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
-	"github.com/qinglong/kubectl-ql3/views"
 )
 
 // errChanges is diff --exit-code's "there are changes": exit 1, as kubectl
@@ -265,7 +265,7 @@ func (o *statusOptions) Run(ctx context.Context) error {
 // applied renders the --release directory (with the cluster's RESTMapper,
 // as preflight does) and verifies it against its lock; nil without
 // --release.
-func (o *statusOptions) applied(cl ceremony.Cluster) (*views.Applied, error) {
+func (o *statusOptions) applied(cl deploy.Cluster) (*views.Applied, error) {
 	if o.release == "" {
 		return nil, nil
 	}
@@ -356,7 +356,7 @@ flagged (exit 5).`,
 }
 
 func (o *historyOptions) Run(ctx context.Context) error {
-	var head *ceremony.Head
+	var head *deploy.Head
 	ns := ""
 	if o.online {
 		var err error
@@ -367,11 +367,11 @@ func (o *historyOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if head, err = ceremony.ReadHead(ctx, cl, ns); err != nil {
+		if head, err = deploy.ReadHead(ctx, cl, ns); err != nil {
 			return err
 		}
 		if head == nil {
-			return fail.Errorf(fail.Invalid, "head %s/%s: absent: nothing is deployed in namespace %q (wrong -n?)", ns, ceremony.HeadName, ns)
+			return fail.Errorf(fail.Invalid, "head %s/%s: absent: nothing is deployed in namespace %q (wrong -n?)", ns, deploy.HeadName, ns)
 		}
 	}
 	rep, err := views.History(o.dir, head, ns)
@@ -444,13 +444,13 @@ func shortDigest(d string) string {
 // viewCluster is the read-only views' cluster client, with the ceremony's
 // client-side limits: status GETs every object of the inventory, which
 // client-go's default 5 QPS would throttle.
-func viewCluster(flags *genericclioptions.ConfigFlags) (ceremony.Cluster, error) {
+func viewCluster(flags *genericclioptions.ConfigFlags) (deploy.Cluster, error) {
 	cfg, err := restConfig(flags)
 	if err != nil {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst, cfg.UserAgent = defaultQPS, defaultBurst, "kubectl-ql3/"+version
-	cl, err := ceremony.NewKubeCluster(cfg)
+	cl, err := deploy.NewKubeCluster(cfg)
 	if err != nil {
 		return nil, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 	}

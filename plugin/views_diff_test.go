@@ -9,8 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/inventory"
-	"github.com/qinglong/kubectl-ql3/views"
 )
 
 // diff shows everything the next transition would do (issue #22 item 4):

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/receipts"
-	"github.com/qinglong/kubectl-ql3/views"
 )
 
 // deployTwice installs v3.0.0 and upgrades to v3.1.0 in a fresh namespace,

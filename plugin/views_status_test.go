@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/views"
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
 )
 
 // status sees fields that another client removed (issue #22 item 3): a

@@ -14,9 +14,9 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
-	"github.com/qinglong/kubectl-ql3/views"
 )
 
 // viewsRelease is releaseCopy plus a Secret holding secret, the config
@@ -183,7 +183,7 @@ func TestCLIViews(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "+  log-level: debug") || !strings.Contains(out, rep.Digest) {
 		t.Fatalf("preflight --diff: exit %d\n%s\n%s", code, out, stderr)
 	}
-	rec, err := ceremony.ReadPreflight(pf)
+	rec, err := deploy.ReadPreflight(pf)
 	if err != nil || rec.DiffDigest != rep.Digest {
 		t.Fatalf("preflight record diffDigest %q, diff printed %s (%v)", rec.DiffDigest, rep.Digest, err)
 	}

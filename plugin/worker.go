@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	auditworker "github.com/qinglong/kubectl-ql3/audits/worker"
-	"github.com/qinglong/kubectl-ql3/cas"
-	"github.com/qinglong/kubectl-ql3/ceremony"
-	"github.com/qinglong/kubectl-ql3/formats/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker"
+	auditworker "github.com/qinglong/kubectl-ql3/ceremony/worker/audit"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/worker"
 )
 
 // workerRBACHint ends a missing-permission error of the worker commands.
@@ -103,7 +103,7 @@ func (t *workerTarget) options(ns string) (worker.Options, *kubernetes.Clientset
 		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Deployments: cs.AppsV1().Deployments(ns),
 		StageNamespace: stageNS, Stages: cs.CoreV1().Secrets(stageNS),
 		ClusterIdentity: func(ctx context.Context) (string, error) {
-			return ceremony.ReadClusterIdentity(ctx, ceremony.NewIdentityReader(cs))
+			return deploy.ReadClusterIdentity(ctx, deploy.NewIdentityReader(cs))
 		},
 		Review: cas.NewReview(cas.NewReviewer(cs)), Hint: workerRBACHint,
 		Say:   func(format string, args ...any) { fmt.Fprintf(t.streams.ErrOut, format+"\n", args...) },

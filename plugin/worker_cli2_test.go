@@ -13,9 +13,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/formats/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
-	"github.com/qinglong/kubectl-ql3/worker"
 )
 
 // applyRBACList applies a `-o json` List printed by `worker rbac` or

@@ -25,7 +25,7 @@ func TestWorkerAuditLive(t *testing.T) {
 	ns := cp.Namespace(t)
 	ctx := context.Background()
 	admin := cp.Clientset()
-	rel, err := inventory.Render(filesys.MakeFsOnDisk(), "../audits/worker/testdata/deployable", inventory.Options{AllowSecretData: true})
+	rel, err := inventory.Render(filesys.MakeFsOnDisk(), "../ceremony/worker/audit/testdata/deployable", inventory.Options{AllowSecretData: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/formats/delivery"
-	"github.com/qinglong/kubectl-ql3/worker"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 )
 
 // Through the built binary: stage, publish and discard-stage refuse a

@@ -17,11 +17,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/formats/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
-	"github.com/qinglong/kubectl-ql3/worker"
 )
 
 // wkRun runs bin with stdin and returns stdout, stderr and the exit code.
@@ -266,10 +266,10 @@ func TestWorkerCLILostAnswers(t *testing.T) {
 // worker audit: the clean testdata release passes; rbac refuses a stage
 // namespace equal to the Worker's.
 func TestWorkerAuditAndRBACCLI(t *testing.T) {
-	if out, stderr, code := wkRun(t, binary, nil, nil, "worker", "audit", "../audits/worker/testdata/deployable", "--deployable"); code != 0 || !strings.Contains(out, "no findings") {
+	if out, stderr, code := wkRun(t, binary, nil, nil, "worker", "audit", "../ceremony/worker/audit/testdata/deployable", "--deployable"); code != 0 || !strings.Contains(out, "no findings") {
 		t.Fatalf("clean release: exit %d\n%s%s", code, out, stderr)
 	}
-	out, _, code := wkRun(t, binary, nil, nil, "worker", "audit", "../audits/worker/testdata/rules/recreate", "-o", "json")
+	out, _, code := wkRun(t, binary, nil, nil, "worker", "audit", "../ceremony/worker/audit/testdata/rules/recreate", "-o", "json")
 	if code != 2 || !strings.Contains(out, `"rule": "recreate"`) {
 		t.Fatalf("recreate fixture: exit %d\n%s", code, out)
 	}

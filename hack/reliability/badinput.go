@@ -13,7 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -27,7 +27,7 @@ type badEnv struct {
 	v300      string
 	v310      string
 	pf        string // genuine upgrade preflight for v310
-	pfRec     *ceremony.PreflightRecord
+	pfRec     *deploy.PreflightRecord
 	rdir      string
 	tns       string // namespace with a tampered Head
 	tv310     string
@@ -157,7 +157,7 @@ func replaceRE(re, with string) func(string) string {
 }
 
 // record writes an edited copy of the genuine preflight record and applies it.
-func record(f func(rec *ceremony.PreflightRecord) []byte) func(b *badEnv) ([]string, error) {
+func record(f func(rec *deploy.PreflightRecord) []byte) func(b *badEnv) ([]string, error) {
 	return func(b *badEnv) ([]string, error) {
 		rec := *b.pfRec
 		genuine, err := b.pfRec.Bytes()
@@ -178,8 +178,8 @@ func record(f func(rec *ceremony.PreflightRecord) []byte) func(b *badEnv) ([]str
 
 // resealed edits the record and seals it again: a well-formed record with
 // a wrong content.
-func resealedRecord(edit func(rec *ceremony.PreflightRecord)) func(b *badEnv) ([]string, error) {
-	return record(func(rec *ceremony.PreflightRecord) []byte {
+func resealedRecord(edit func(rec *deploy.PreflightRecord)) func(b *badEnv) ([]string, error) {
+	return record(func(rec *deploy.PreflightRecord) []byte {
 		edit(rec)
 		_ = rec.Seal()
 		data, _ := rec.Bytes()
@@ -188,7 +188,7 @@ func resealedRecord(edit func(rec *ceremony.PreflightRecord)) func(b *badEnv) ([
 }
 
 func rawRecord(f func(genuine string) string) func(b *badEnv) ([]string, error) {
-	return record(func(rec *ceremony.PreflightRecord) []byte {
+	return record(func(rec *deploy.PreflightRecord) []byte {
 		data, _ := rec.Bytes()
 		return []byte(f(string(data) + "\n"))
 	})
@@ -271,17 +271,17 @@ func badCorpus() []badCase {
 		{"preflight record", "record pretty-printed", 2, rawRecord(func(s string) string { return strings.Replace(s, `,"`, ", \"", -1) })},
 		{"preflight record", "record with two trailing newlines", 2, rawRecord(func(s string) string { return s + "\n" })},
 		{"preflight record", "record with a duplicate field", 2, rawRecord(func(s string) string { return strings.Replace(s, `{"command"`, `{"schema":"x","command"`, 1) })},
-		{"preflight record", "re-sealed: schema", 2, resealedRecord(func(r *ceremony.PreflightRecord) { r.Schema = "qinglong/preflight@v0" })},
-		{"preflight record", "re-sealed: transition destroy", 2, resealedRecord(func(r *ceremony.PreflightRecord) { r.Command.Transition = "destroy" })},
-		{"preflight record", "re-sealed: command and release disagree", 2, resealedRecord(func(r *ceremony.PreflightRecord) { r.Command.Version = "9.9.9" })},
-		{"preflight record", "re-sealed: command and target disagree", 2, resealedRecord(func(r *ceremony.PreflightRecord) { r.Command.Namespace = "elsewhere" })},
-		{"preflight record", "re-sealed: release dir missing", 2, resealedRecord(func(r *ceremony.PreflightRecord) { r.Release.Dir = "/nonexistent/release" })},
-		{"preflight record", "re-sealed: release source digest", 2, resealedRecord(func(r *ceremony.PreflightRecord) { r.Release.SourceDigest = otherDigest })},
-		{"preflight record", "re-sealed: another cluster", 2, resealedRecord(func(r *ceremony.PreflightRecord) {
+		{"preflight record", "re-sealed: schema", 2, resealedRecord(func(r *deploy.PreflightRecord) { r.Schema = "qinglong/preflight@v0" })},
+		{"preflight record", "re-sealed: transition destroy", 2, resealedRecord(func(r *deploy.PreflightRecord) { r.Command.Transition = "destroy" })},
+		{"preflight record", "re-sealed: command and release disagree", 2, resealedRecord(func(r *deploy.PreflightRecord) { r.Command.Version = "9.9.9" })},
+		{"preflight record", "re-sealed: command and target disagree", 2, resealedRecord(func(r *deploy.PreflightRecord) { r.Command.Namespace = "elsewhere" })},
+		{"preflight record", "re-sealed: release dir missing", 2, resealedRecord(func(r *deploy.PreflightRecord) { r.Release.Dir = "/nonexistent/release" })},
+		{"preflight record", "re-sealed: release source digest", 2, resealedRecord(func(r *deploy.PreflightRecord) { r.Release.SourceDigest = otherDigest })},
+		{"preflight record", "re-sealed: another cluster", 2, resealedRecord(func(r *deploy.PreflightRecord) {
 			r.Target.ClusterIdentity, r.Command.ClusterIdentity = otherDigest, otherDigest
 		})},
-		{"preflight record", "re-sealed: field manager", 2, resealedRecord(func(r *ceremony.PreflightRecord) { r.Command.FieldManager = "someone-else" })},
-		{"preflight record", "re-sealed: identity step not a digest", 2, resealedRecord(func(r *ceremony.PreflightRecord) { r.Steps.Identity = "ok" })},
+		{"preflight record", "re-sealed: field manager", 2, resealedRecord(func(r *deploy.PreflightRecord) { r.Command.FieldManager = "someone-else" })},
+		{"preflight record", "re-sealed: identity step not a digest", 2, resealedRecord(func(r *deploy.PreflightRecord) { r.Steps.Identity = "ok" })},
 		{"preflight record", "release changed after the preflight", 2, func(b *badEnv) ([]string, error) {
 			dir, err := b.copyRelease(b.v310)
 			if err != nil {
@@ -455,12 +455,12 @@ func (c *campaign) badEnv() (*badEnv, error) {
 	if b.v300, err = c.release("v3.0.0", b.ns, ""); err != nil {
 		return nil, err
 	}
-	pf0, err := c.preflight(o, b.v300, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	pf0, err := c.preflight(o, b.v300, deploy.TransitionInstall, deploy.ExpectedHead{})
 	if err != nil {
 		return nil, err
 	}
 	b.installPF = pf0.Path
-	res, err := ceremony.RunApply(context.Background(), o, ceremony.ApplyRequest{Preflight: pf0.Record})
+	res, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf0.Record})
 	if err != nil {
 		return nil, err
 	}
@@ -468,7 +468,7 @@ func (c *campaign) badEnv() (*badEnv, error) {
 	if b.v310, err = c.release("v3.1.0", b.ns, ""); err != nil {
 		return nil, err
 	}
-	pf, err := c.preflight(o, b.v310, ceremony.TransitionUpgrade, res.Head.Expected())
+	pf, err := c.preflight(o, b.v310, deploy.TransitionUpgrade, res.Head.Expected())
 	if err != nil {
 		return nil, err
 	}
@@ -485,20 +485,20 @@ func (c *campaign) badEnv() (*badEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	tres, err := c.deploy(to, tv300, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	tres, err := c.deploy(to, tv300, deploy.TransitionInstall, deploy.ExpectedHead{})
 	if err != nil {
 		return nil, err
 	}
 	if b.tv310, err = c.release("v3.1.0", b.tns, ""); err != nil {
 		return nil, err
 	}
-	tpf, err := c.preflight(to, b.tv310, ceremony.TransitionUpgrade, tres.Head.Expected())
+	tpf, err := c.preflight(to, b.tv310, deploy.TransitionUpgrade, tres.Head.Expected())
 	if err != nil {
 		return nil, err
 	}
 	b.tpf = tpf.Path
 	cms := c.admin.CoreV1().ConfigMaps(b.tns)
-	cm, err := cms.Get(context.Background(), ceremony.HeadName, metav1.GetOptions{})
+	cm, err := cms.Get(context.Background(), deploy.HeadName, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

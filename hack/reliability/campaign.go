@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
@@ -199,7 +199,7 @@ func Run(cfg Config, cases []caseDef) (*Report, error) {
 	defer func() { c.cp.Stop(keepLogs) }()
 	c.admin = c.cp.Clientset()
 	c.audit = &auditTail{path: c.cp.AuditLogPath}
-	if c.identity, err = ceremony.ReadClusterIdentity(context.Background(), ceremony.NewIdentityReader(c.admin)); err != nil {
+	if c.identity, err = deploy.ReadClusterIdentity(context.Background(), deploy.NewIdentityReader(c.admin)); err != nil {
 		return nil, err
 	}
 	sv, err := c.admin.Discovery().ServerVersion()
@@ -375,45 +375,45 @@ func (c *campaign) restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // options are in-process ceremony options for a client configuration.
-func (c *campaign) options(cfg *rest.Config, receiptsDir string) (ceremony.Options, error) {
+func (c *campaign) options(cfg *rest.Config, receiptsDir string) (deploy.Options, error) {
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = 500, 1000
 	}
-	cl, err := ceremony.NewKubeCluster(cfg)
+	cl, err := deploy.NewKubeCluster(cfg)
 	if err != nil {
-		return ceremony.Options{}, err
+		return deploy.Options{}, err
 	}
-	return ceremony.Options{
+	return deploy.Options{
 		Cluster: cl, FS: filesys.MakeFsOnDisk(), ToolVersion: c.toolVersion,
 		Timeout: 2 * time.Minute, ReceiptsDir: receiptsDir,
 	}, nil
 }
 
 // adminOptions are in-process options as the admin.
-func (c *campaign) adminOptions(receiptsDir string) (ceremony.Options, error) {
+func (c *campaign) adminOptions(receiptsDir string) (deploy.Options, error) {
 	return c.options(c.cp.RESTConfig(), receiptsDir)
 }
 
-func (c *campaign) preflight(o ceremony.Options, dir, kind string, exp ceremony.ExpectedHead) (*ceremony.PreflightResult, error) {
+func (c *campaign) preflight(o deploy.Options, dir, kind string, exp deploy.ExpectedHead) (*deploy.PreflightResult, error) {
 	out := filepath.Join(c.work, "preflights", fmt.Sprintf("pf-%d.json", c.serial.Add(1)))
-	return ceremony.RunPreflight(context.Background(), o, ceremony.PreflightRequest{Dir: dir, Transition: kind, Expected: exp, Out: out})
+	return deploy.RunPreflight(context.Background(), o, deploy.PreflightRequest{Dir: dir, Transition: kind, Expected: exp, Out: out})
 }
 
 // deploy runs a clean preflight and apply as the admin.
-func (c *campaign) deploy(o ceremony.Options, dir, kind string, exp ceremony.ExpectedHead) (*ceremony.ApplyResult, error) {
+func (c *campaign) deploy(o deploy.Options, dir, kind string, exp deploy.ExpectedHead) (*deploy.ApplyResult, error) {
 	pf, err := c.preflight(o, dir, kind, exp)
 	if err != nil {
 		return nil, fmt.Errorf("preflight: %w", err)
 	}
-	return ceremony.RunApply(context.Background(), o, ceremony.ApplyRequest{Preflight: pf.Record})
+	return deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
 }
 
-func (c *campaign) head(ns string) (*ceremony.Head, error) {
-	cl, err := ceremony.NewKubeCluster(c.cp.RESTConfig())
+func (c *campaign) head(ns string) (*deploy.Head, error) {
+	cl, err := deploy.NewKubeCluster(c.cp.RESTConfig())
 	if err != nil {
 		return nil, err
 	}
-	return ceremony.ReadHead(context.Background(), cl, ns)
+	return deploy.ReadHead(context.Background(), cl, ns)
 }
 
 // checkConverged is the end state every fault case must reach: the Head
@@ -421,15 +421,15 @@ func (c *campaign) head(ns string) (*ceremony.Head, error) {
 // holding exactly the receipts of generations 1..gen as one audited chain
 // (stray temporary files allowed), and the newest receipt byte-identical to
 // the one rebuilt from the Head.
-func (c *campaign) checkConverged(ns string, pf *ceremony.PreflightRecord, gen int64, rdir string) (*ceremony.Head, []byte, error) {
+func (c *campaign) checkConverged(ns string, pf *deploy.PreflightRecord, gen int64, rdir string) (*deploy.Head, []byte, error) {
 	h, err := c.head(ns)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read head: %w", err)
 	}
-	if h == nil || h.Phase != ceremony.PhaseCommitted || h.Generation != gen || h.Transition.PreflightDigest != pf.SelfDigest {
+	if h == nil || h.Phase != deploy.PhaseCommitted || h.Generation != gen || h.Transition.PreflightDigest != pf.SelfDigest {
 		return h, nil, fmt.Errorf("head is %s, want generation %d committed with preflight %s", describeHead(h), gen, pf.SelfDigest)
 	}
-	r, err := ceremony.ReceiptFromHead(h)
+	r, err := deploy.ReceiptFromHead(h)
 	if err != nil {
 		return h, nil, err
 	}
@@ -468,7 +468,7 @@ func (c *campaign) checkConverged(ns string, pf *ceremony.PreflightRecord, gen i
 	return h, want, nil
 }
 
-func describeHead(h *ceremony.Head) string {
+func describeHead(h *deploy.Head) string {
 	if h == nil {
 		return "absent"
 	}
@@ -599,7 +599,7 @@ func split(evs []testcluster.AuditEvent) (head, workload []testcluster.AuditEven
 		if e.ResponseStatus.Code >= 300 {
 			continue
 		}
-		if e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == ceremony.HeadName {
+		if e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == deploy.HeadName {
 			head = append(head, e)
 		} else {
 			workload = append(workload, e)
@@ -682,7 +682,7 @@ func (c *campaign) warmup() error {
 	if err != nil {
 		return err
 	}
-	_, err = c.deploy(o, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	_, err = c.deploy(o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
 	return err
 }
 

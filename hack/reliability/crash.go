@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 )
 
 // The named crash points of internal/crashpoint (QL3_CRASH_AT).
@@ -144,9 +144,9 @@ func (c *campaign) crashRun(i int, rng *rand.Rand, stats *crashStats) (killed, r
 	if err != nil {
 		return false, false, false, err
 	}
-	kind, exp, gen := ceremony.TransitionInstall, ceremony.ExpectedHead{}, int64(1)
+	kind, exp, gen := deploy.TransitionInstall, deploy.ExpectedHead{}, int64(1)
 	if rng.IntN(4) == 0 { // a quarter are upgrades: the acquire is an update
-		if _, err := c.deploy(admin, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{}); err != nil {
+		if _, err := c.deploy(admin, dir, deploy.TransitionInstall, deploy.ExpectedHead{}); err != nil {
 			return false, false, false, fmt.Errorf("clean install: %w", err)
 		}
 		h, err := c.head(ns)
@@ -156,7 +156,7 @@ func (c *campaign) crashRun(i int, rng *rand.Rand, stats *crashStats) (killed, r
 		if dir, err = c.release("v3.1.0", ns, ""); err != nil {
 			return false, false, false, err
 		}
-		kind, exp, gen = ceremony.TransitionUpgrade, h.Expected(), 2
+		kind, exp, gen = deploy.TransitionUpgrade, h.Expected(), 2
 	}
 	pf, err := c.preflight(admin, dir, kind, exp)
 	if err != nil {
@@ -208,7 +208,7 @@ func (c *campaign) crashRun(i int, rng *rand.Rand, stats *crashStats) (killed, r
 			return true, false, double, fmt.Errorf("after %s: %v", what, err)
 		}
 		verb := "apply"
-		if h != nil && h.Phase == ceremony.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest {
+		if h != nil && h.Phase == deploy.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest {
 			verb = "resume"
 			resumed = true
 		}

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/inventory"
@@ -223,7 +223,7 @@ func objectApply(id inventory.Identity, gvr schema.GroupVersionResource, namespa
 // upgrade to v3.1.0: the Head create or acquire, each object's apply, and
 // the Head commit.
 func (c *campaign) mutationPoints() ([]point, error) {
-	cl, err := ceremony.NewKubeCluster(c.cp.RESTConfig())
+	cl, err := deploy.NewKubeCluster(c.cp.RESTConfig())
 	if err != nil {
 		return nil, err
 	}
@@ -478,7 +478,7 @@ func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res 
 	var progress syncBuffer
 	faulty.Progress = &progress
 	ctx := context.Background()
-	first, ferr := ceremony.RunApply(ctx, faulty, ceremony.ApplyRequest{Preflight: pf.Record})
+	first, ferr := deploy.RunApply(ctx, faulty, deploy.ApplyRequest{Preflight: pf.Record})
 	res.writes, res.reviews, res.landed = rec.counts()
 	if res.writes+res.reviews != fault.Fired() {
 		return res, fmt.Errorf("the fault hid %d answers, the recorder saw %d", fault.Fired(), res.writes+res.reviews)
@@ -514,8 +514,8 @@ func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res 
 	if err != nil {
 		return res, err
 	}
-	resume := h != nil && h.Phase == ceremony.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest
-	if _, err := ceremony.RunApply(ctx, clean, ceremony.ApplyRequest{Preflight: pf.Record, Resume: resume}); err != nil {
+	resume := h != nil && h.Phase == deploy.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest
+	if _, err := deploy.RunApply(ctx, clean, deploy.ApplyRequest{Preflight: pf.Record, Resume: resume}); err != nil {
 		return res, fmt.Errorf("rerun (resume=%v, head %s): %v", resume, describeHead(h), err)
 	}
 	_, want, err := c.checkConverged(ns, pf.Record, gen, rdir)
@@ -530,7 +530,7 @@ func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res 
 	if firstReceipt != nil && !bytes.Equal(firstReceipt, want) {
 		return res, fmt.Errorf("the first run's receipt differs from the converged one")
 	}
-	again, err := ceremony.RunApply(ctx, clean, ceremony.ApplyRequest{Preflight: pf.Record})
+	again, err := deploy.RunApply(ctx, clean, deploy.ApplyRequest{Preflight: pf.Record})
 	if err != nil || again.Outcome != "replayed" || again.ReceiptState != "replayed" || !bytes.Equal(readFile(again.Receipt), want) {
 		return res, fmt.Errorf("replay: %+v, %v", again, err)
 	}
@@ -540,7 +540,7 @@ func (c *campaign) lostRun(plan faultPlan, kind faultKind, rng *rand.Rand) (res 
 // lostSetup prepares a run's namespace, receipts directory and
 // preflight, and says the generation it commits: an install of v3.0.0
 // (1), an upgrade of it to v3.1.0 (2), or a retire (2, retire.go).
-func (c *campaign) lostSetup(plan faultPlan) (ns, rdir string, pf *ceremony.PreflightResult, gen int64, err error) {
+func (c *campaign) lostSetup(plan faultPlan) (ns, rdir string, pf *deploy.PreflightResult, gen int64, err error) {
 	if plan.retire {
 		ns, rdir, pf, err = c.retireSetup("lost-retire")
 		return ns, rdir, pf, 2, err
@@ -557,9 +557,9 @@ func (c *campaign) lostSetup(plan faultPlan) (ns, rdir string, pf *ceremony.Pref
 	if err != nil {
 		return "", "", nil, 0, err
 	}
-	dir, transition, exp, gen := v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}, int64(1)
+	dir, transition, exp, gen := v300, deploy.TransitionInstall, deploy.ExpectedHead{}, int64(1)
 	if plan.upgrade {
-		if _, err := c.deploy(clean, v300, ceremony.TransitionInstall, ceremony.ExpectedHead{}); err != nil {
+		if _, err := c.deploy(clean, v300, deploy.TransitionInstall, deploy.ExpectedHead{}); err != nil {
 			return "", "", nil, 0, fmt.Errorf("clean install: %w", err)
 		}
 		h, err := c.head(ns)
@@ -569,7 +569,7 @@ func (c *campaign) lostSetup(plan faultPlan) (ns, rdir string, pf *ceremony.Pref
 		if dir, err = c.release("v3.1.0", ns, ""); err != nil {
 			return "", "", nil, 0, err
 		}
-		transition, exp, gen = ceremony.TransitionUpgrade, h.Expected(), 2
+		transition, exp, gen = deploy.TransitionUpgrade, h.Expected(), 2
 	}
 	if pf, err = c.preflight(clean, dir, transition, exp); err != nil {
 		return "", "", nil, 0, fmt.Errorf("preflight: %w", err)

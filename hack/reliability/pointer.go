@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/formats/intent"
-	"github.com/qinglong/kubectl-ql3/formats/ocistage/ocistagetest"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout/stagelayouttest"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 )
 
@@ -30,12 +30,12 @@ const pointerRepo = "registry.example.com/qinglong/packages/demo"
 // after the verb.
 func (c *campaign) pointerStage(dir, ns, version string, gen int64, prev string) ([]string, intent.Intent, error) {
 	lock := []byte(`{"package":"weather-tools","version":"` + version + `"}`)
-	s, err := ocistagetest.Write(filepath.Join(dir, "layout-"+version), ocistagetest.Spec{Lock: lock})
+	s, err := stagelayouttest.Write(filepath.Join(dir, "layout-"+version), stagelayouttest.Spec{Lock: lock})
 	if err != nil {
 		return nil, intent.Intent{}, err
 	}
 	key := filepath.Join(dir, "stage.pem")
-	if err := os.WriteFile(key, ocistagetest.PublicKeyPEM(ocistagetest.Key(1)), 0o644); err != nil {
+	if err := os.WriteFile(key, stagelayouttest.PublicKeyPEM(stagelayouttest.Key(1)), 0o644); err != nil {
 		return nil, intent.Intent{}, err
 	}
 	in := s.Intent()

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 )
 
 // A grant variant: the `kubectl ql3 rbac` output with one verb of one rule
@@ -93,7 +93,7 @@ func caseLeastPrivilege(c *campaign, cs *caseState) []Row {
 	}
 	var jobs []job
 	for _, v := range vs {
-		for _, kind := range []string{ceremony.TransitionInstall, ceremony.TransitionUpgrade} {
+		for _, kind := range []string{deploy.TransitionInstall, deploy.TransitionUpgrade} {
 			for _, drift := range []bool{false, true} {
 				if (c.cfg.Quick && !quickVariant(v, kind, drift)) || (drift && v.verb == "") {
 					continue
@@ -149,11 +149,11 @@ func quickVariant(v grantVariant, kind string, drift bool) bool {
 	switch {
 	case v.verb == "":
 		return true
-	case kind == ceremony.TransitionInstall && v.verb == "update" && strings.Contains(v.desc, ceremony.HeadName):
+	case kind == deploy.TransitionInstall && v.verb == "update" && strings.Contains(v.desc, deploy.HeadName):
 		return true
-	case kind == ceremony.TransitionInstall && v.verb == "get" && strings.HasPrefix(v.desc, "get deployments/") && drift:
+	case kind == deploy.TransitionInstall && v.verb == "get" && strings.HasPrefix(v.desc, "get deployments/") && drift:
 		return true
-	case kind == ceremony.TransitionUpgrade && v.verb == "patch" && strings.HasPrefix(v.desc, "patch widgets/") && drift:
+	case kind == deploy.TransitionUpgrade && v.verb == "patch" && strings.HasPrefix(v.desc, "patch widgets/") && drift:
 		return true
 	}
 	return false
@@ -196,9 +196,9 @@ func (c *campaign) privilegeRun(v grantVariant, kind string, drift bool) (string
 	if err != nil {
 		return "", err
 	}
-	token := ceremony.AbsentToken
-	if kind == ceremony.TransitionUpgrade {
-		res, err := c.deploy(admin, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	token := deploy.AbsentToken
+	if kind == deploy.TransitionUpgrade {
+		res, err := c.deploy(admin, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
 		if err != nil {
 			return "", fmt.Errorf("admin install: %w", err)
 		}
@@ -355,7 +355,7 @@ func lastLine(s string) string {
 func (c *campaign) waitGrant(user, ns string) error {
 	checks := []authorizationv1.ResourceAttributes{
 		{Verb: "get", Resource: "namespaces", Name: "kube-system"},
-		{Verb: "get", Resource: "configmaps", Namespace: ns, Name: ceremony.HeadName},
+		{Verb: "get", Resource: "configmaps", Namespace: ns, Name: deploy.HeadName},
 		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: ns, Name: "ql3-control"},
 	}
 	deadline := time.Now().Add(15 * time.Second)

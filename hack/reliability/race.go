@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 )
 
 // caseRace: N plugin processes, each its own client-certificate user, apply
@@ -79,7 +79,7 @@ func (c *campaign) raceRun(n int) (*raceStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	pf, err := c.preflight(admin, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	pf, err := c.preflight(admin, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
 	if err != nil {
 		return nil, fmt.Errorf("preflight: %w", err)
 	}
@@ -110,7 +110,7 @@ func (c *campaign) raceRun(n int) (*raceStats, error) {
 		code := exitCode(cmd.Wait())
 		switch code {
 		case 0:
-			var res ceremony.ApplyResult
+			var res deploy.ApplyResult
 			if err := json.Unmarshal(outs[i].Bytes(), &res); err != nil {
 				st.other++
 				st.otherDetail = fmt.Sprintf("%s: unparsable output %q", users[i], outs[i])
@@ -142,7 +142,7 @@ func (c *campaign) raceRun(n int) (*raceStats, error) {
 			return nil, err
 		}
 		for _, e := range evs {
-			if e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == ceremony.HeadName {
+			if e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == deploy.HeadName {
 				st.headAttempts++
 			}
 		}
@@ -157,7 +157,7 @@ func (c *campaign) raceRun(n int) (*raceStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.committedHead = h != nil && h.Phase == ceremony.PhaseCommitted && h.Generation == 1 && h.Transition.PreflightDigest == pf.Record.SelfDigest
+	st.committedHead = h != nil && h.Phase == deploy.PhaseCommitted && h.Generation == 1 && h.Transition.PreflightDigest == pf.Record.SelfDigest
 	if committer != "" {
 		evs, err := c.writes(committer)
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 )
 
 // caseRestart: kube-apiserver or etcd restarts in the middle of an apply
@@ -65,7 +65,7 @@ func (c *campaign) restartRun(what string, rng *rand.Rand) (int, string, error) 
 	if err != nil {
 		return 0, "", err
 	}
-	pf, err := c.preflight(admin, dir, ceremony.TransitionInstall, ceremony.ExpectedHead{})
+	pf, err := c.preflight(admin, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
 	if err != nil {
 		return 0, "", fmt.Errorf("preflight: %w", err)
 	}
@@ -115,7 +115,7 @@ func (c *campaign) restartRun(what string, rng *rand.Rand) (int, string, error) 
 		return res.code, at, err
 	}
 	verb := "apply"
-	if h != nil && h.Phase == ceremony.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest {
+	if h != nil && h.Phase == deploy.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest {
 		verb = "resume"
 	}
 	if r := c.runBinary(kc, nil, verb, "--preflight", pf.Path, "--receipts-dir", rdir); r.code != 0 {

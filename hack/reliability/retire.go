@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 )
 
 // retiredObject is one object the retire deletes: its resource and name in
@@ -71,7 +71,7 @@ func editKustomization(dir, old, repl string) error {
 
 // retireSetup installs the base release in a fresh namespace as the admin
 // and writes the retire's preflight.
-func (c *campaign) retireSetup(prefix string) (ns, rdir string, pf *ceremony.PreflightResult, err error) {
+func (c *campaign) retireSetup(prefix string) (ns, rdir string, pf *deploy.PreflightResult, err error) {
 	if ns, err = c.namespace(prefix); err != nil {
 		return "", "", nil, err
 	}
@@ -84,14 +84,14 @@ func (c *campaign) retireSetup(prefix string) (ns, rdir string, pf *ceremony.Pre
 	if err != nil {
 		return "", "", nil, err
 	}
-	if _, err := c.deploy(admin, base, ceremony.TransitionInstall, ceremony.ExpectedHead{}); err != nil {
+	if _, err := c.deploy(admin, base, deploy.TransitionInstall, deploy.ExpectedHead{}); err != nil {
 		return "", "", nil, fmt.Errorf("install of the base release: %w", err)
 	}
 	h, err := c.head(ns)
 	if err != nil {
 		return "", "", nil, err
 	}
-	if pf, err = c.preflight(admin, retired, ceremony.TransitionRetire, h.Expected()); err != nil {
+	if pf, err = c.preflight(admin, retired, deploy.TransitionRetire, h.Expected()); err != nil {
 		return "", "", nil, fmt.Errorf("retire preflight: %w", err)
 	}
 	if len(pf.Record.Retired) != len(retiredObjects) {
@@ -296,7 +296,7 @@ func (c *campaign) crashRetireRun(i int, rng *rand.Rand, stats *crashStats) (kil
 		return true, false, err
 	}
 	verb := "apply"
-	if h != nil && h.Phase == ceremony.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest {
+	if h != nil && h.Phase == deploy.PhaseApplying && h.Transition.PreflightDigest == pf.Record.SelfDigest {
 		verb, resumed = "resume", true
 	}
 	_, rkc, err := c.user("recoverer", "system:masters")

@@ -19,7 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
@@ -479,10 +479,10 @@ func (c *campaign) history() (fileSet, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	exp := ceremony.ExpectedHead{}
+	exp := deploy.ExpectedHead{}
 	for _, step := range []struct{ fixture, kind string }{
-		{"v3.0.0", ceremony.TransitionInstall}, {"v3.1.0", ceremony.TransitionUpgrade},
-		{"v3.1.1", ceremony.TransitionUpgrade}, {"v3.1.0", ceremony.TransitionRollback},
+		{"v3.0.0", deploy.TransitionInstall}, {"v3.1.0", deploy.TransitionUpgrade},
+		{"v3.1.1", deploy.TransitionUpgrade}, {"v3.1.0", deploy.TransitionRollback},
 	} {
 		dir, err := c.release(step.fixture, ns, "")
 		if err != nil {
@@ -682,10 +682,10 @@ type headMutation struct {
 
 // resealHead edits head.json as a typed Head, recomputes every digest and
 // the annotation: only the Head's rules can catch it.
-func resealHead(edit func(h *ceremony.Head)) func(cm *corev1.ConfigMap, _ *rand.Rand) bool {
+func resealHead(edit func(h *deploy.Head)) func(cm *corev1.ConfigMap, _ *rand.Rand) bool {
 	return func(cm *corev1.ConfigMap, _ *rand.Rand) bool {
-		var h ceremony.Head
-		if json.Unmarshal([]byte(cm.Data[ceremony.HeadKey]), &h) != nil {
+		var h deploy.Head
+		if json.Unmarshal([]byte(cm.Data[deploy.HeadKey]), &h) != nil {
 			return false
 		}
 		edit(&h)
@@ -696,8 +696,8 @@ func resealHead(edit func(h *ceremony.Head)) func(cm *corev1.ConfigMap, _ *rand.
 		if err != nil {
 			return false
 		}
-		cm.Data[ceremony.HeadKey] = string(data)
-		cm.Annotations[ceremony.AnnotationSelfDigest] = h.SelfDigest
+		cm.Data[deploy.HeadKey] = string(data)
+		cm.Annotations[deploy.AnnotationSelfDigest] = h.SelfDigest
 		return true
 	}
 }
@@ -705,7 +705,7 @@ func resealHead(edit func(h *ceremony.Head)) func(cm *corev1.ConfigMap, _ *rand.
 func headMutations() []headMutation {
 	setJSON := func(f func(s string, rng *rand.Rand) string) func(cm *corev1.ConfigMap, rng *rand.Rand) bool {
 		return func(cm *corev1.ConfigMap, rng *rand.Rand) bool {
-			cm.Data[ceremony.HeadKey] = f(cm.Data[ceremony.HeadKey], rng)
+			cm.Data[deploy.HeadKey] = f(cm.Data[deploy.HeadKey], rng)
 			return true
 		}
 	}
@@ -713,7 +713,7 @@ func headMutations() []headMutation {
 	return []headMutation{
 		{"extra data key", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.Data["extra"] = "x"; return true }},
 		{"data key renamed", func(cm *corev1.ConfigMap, _ *rand.Rand) bool {
-			cm.Data = map[string]string{"head.yaml": cm.Data[ceremony.HeadKey]}
+			cm.Data = map[string]string{"head.yaml": cm.Data[deploy.HeadKey]}
 			return true
 		}},
 		{"no data", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.Data = nil; return true }},
@@ -722,7 +722,7 @@ func headMutations() []headMutation {
 			return true
 		}},
 		{"head.json moved to binaryData", func(cm *corev1.ConfigMap, _ *rand.Rand) bool {
-			cm.BinaryData = map[string][]byte{ceremony.HeadKey: []byte(cm.Data[ceremony.HeadKey])}
+			cm.BinaryData = map[string][]byte{deploy.HeadKey: []byte(cm.Data[deploy.HeadKey])}
 			cm.Data = nil
 			return true
 		}},
@@ -737,17 +737,17 @@ func headMutations() []headMutation {
 		{"deletion timestamp", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.DeletionTimestamp = &now; return true }},
 		{"immutable", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { t := true; cm.Immutable = &t; return true }},
 		{"immutable=false", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { f := false; cm.Immutable = &f; return true }},
-		{"label value changed", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.Labels[ceremony.LabelHeadSchema] = "v0"; return true }},
-		{"label removed", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { delete(cm.Labels, ceremony.LabelManagedBy); return true }},
+		{"label value changed", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.Labels[deploy.LabelHeadSchema] = "v0"; return true }},
+		{"label removed", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { delete(cm.Labels, deploy.LabelManagedBy); return true }},
 		{"extra label", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.Labels["team"] = "x"; return true }},
 		{"extra annotation", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.Annotations["note"] = "x"; return true }},
 		{"annotation removed", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.Annotations = nil; return true }},
 		{"annotation digest mismatch", func(cm *corev1.ConfigMap, rng *rand.Rand) bool {
-			cm.Annotations[ceremony.AnnotationSelfDigest] = randomDigest(rng)
+			cm.Annotations[deploy.AnnotationSelfDigest] = randomDigest(rng)
 			return true
 		}},
 		{"annotation not a digest", func(cm *corev1.ConfigMap, _ *rand.Rand) bool {
-			cm.Annotations[ceremony.AnnotationSelfDigest] = "trust-me"
+			cm.Annotations[deploy.AnnotationSelfDigest] = "trust-me"
 			return true
 		}},
 		{"name changed", func(cm *corev1.ConfigMap, _ *rand.Rand) bool { cm.Name = "qinglong3-deployment-head-2"; return true }},
@@ -769,32 +769,32 @@ func headMutations() []headMutation {
 		{"content edited, digests kept", setJSON(func(s string, _ *rand.Rand) string {
 			return strings.Replace(s, `"generation":`, `"generation":1`, 1)
 		})},
-		{"oversize", setJSON(func(s string, _ *rand.Rand) string { return s + strings.Repeat(" ", ceremony.HeadMaxBytes) })},
-		{"re-sealed: phase unknown", resealHead(func(h *ceremony.Head) { h.Phase = "done" })},
-		{"re-sealed: generation 0", resealHead(func(h *ceremony.Head) { h.Generation = 0 })},
-		{"re-sealed: install at generation 2", resealHead(func(h *ceremony.Head) { h.Transition.Kind = ceremony.TransitionInstall })},
-		{"re-sealed: mutation id not hex", resealHead(func(h *ceremony.Head) { h.Transition.MutationID = strings.ToUpper(h.Transition.MutationID) })},
-		{"re-sealed: version with a v", resealHead(func(h *ceremony.Head) { h.Current.Version = "v" + h.Current.Version })},
-		{"re-sealed: inventory unsorted", resealHead(func(h *ceremony.Head) {
+		{"oversize", setJSON(func(s string, _ *rand.Rand) string { return s + strings.Repeat(" ", deploy.HeadMaxBytes) })},
+		{"re-sealed: phase unknown", resealHead(func(h *deploy.Head) { h.Phase = "done" })},
+		{"re-sealed: generation 0", resealHead(func(h *deploy.Head) { h.Generation = 0 })},
+		{"re-sealed: install at generation 2", resealHead(func(h *deploy.Head) { h.Transition.Kind = deploy.TransitionInstall })},
+		{"re-sealed: mutation id not hex", resealHead(func(h *deploy.Head) { h.Transition.MutationID = strings.ToUpper(h.Transition.MutationID) })},
+		{"re-sealed: version with a v", resealHead(func(h *deploy.Head) { h.Current.Version = "v" + h.Current.Version })},
+		{"re-sealed: inventory unsorted", resealHead(func(h *deploy.Head) {
 			inv := slices.Clone(h.Current.Inventory)
 			inv[0], inv[1] = inv[1], inv[0]
 			h.Current.Inventory = inv
 		})},
-		{"re-sealed: inventory count wrong", resealHead(func(h *ceremony.Head) { h.Current.InventoryCount++ })},
-		{"re-sealed: inventory digest wrong", resealHead(func(h *ceremony.Head) { h.Current.InventoryDigest = h.Current.LockDigest })},
-		{"re-sealed: committed without step digests", resealHead(func(h *ceremony.Head) { h.Steps.Apply = "" })},
-		{"re-sealed: applying with step digests", resealHead(func(h *ceremony.Head) { h.Phase = ceremony.PhaseApplying })},
-		{"re-sealed: no previous on an upgrade", resealHead(func(h *ceremony.Head) { h.Previous = nil })},
-		{"re-sealed: target namespace elsewhere", resealHead(func(h *ceremony.Head) { h.Target.Namespace = "elsewhere" })},
-		{"re-sealed: tool name empty", resealHead(func(h *ceremony.Head) { h.Tool.Name = "" })},
-		{"re-sealed: bad digest", resealHead(func(h *ceremony.Head) { h.Steps.DryRun = "sha256:xyz" })},
-		{"re-sealed: wrong schema", resealHead(func(h *ceremony.Head) { h.Schema = "qinglong/deployment-head@v2" })},
+		{"re-sealed: inventory count wrong", resealHead(func(h *deploy.Head) { h.Current.InventoryCount++ })},
+		{"re-sealed: inventory digest wrong", resealHead(func(h *deploy.Head) { h.Current.InventoryDigest = h.Current.LockDigest })},
+		{"re-sealed: committed without step digests", resealHead(func(h *deploy.Head) { h.Steps.Apply = "" })},
+		{"re-sealed: applying with step digests", resealHead(func(h *deploy.Head) { h.Phase = deploy.PhaseApplying })},
+		{"re-sealed: no previous on an upgrade", resealHead(func(h *deploy.Head) { h.Previous = nil })},
+		{"re-sealed: target namespace elsewhere", resealHead(func(h *deploy.Head) { h.Target.Namespace = "elsewhere" })},
+		{"re-sealed: tool name empty", resealHead(func(h *deploy.Head) { h.Tool.Name = "" })},
+		{"re-sealed: bad digest", resealHead(func(h *deploy.Head) { h.Steps.DryRun = "sha256:xyz" })},
+		{"re-sealed: wrong schema", resealHead(func(h *deploy.Head) { h.Schema = "qinglong/deployment-head@v2" })},
 	}
 }
 
 // headByteMutation changes head.json bytes, leaving the annotation.
 func headByteMutation(cm *corev1.ConfigMap, rng *rand.Rand) bool {
-	b := []byte(cm.Data[ceremony.HeadKey])
+	b := []byte(cm.Data[deploy.HeadKey])
 	switch rng.IntN(4) {
 	case 0:
 		b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
@@ -806,10 +806,10 @@ func headByteMutation(cm *corev1.ConfigMap, rng *rand.Rand) bool {
 	default:
 		b[rng.IntN(len(b))] = pick(rng, []byte(`{}[]:,"\ 0123456789abcdef-.`))
 	}
-	if string(b) == cm.Data[ceremony.HeadKey] {
+	if string(b) == cm.Data[deploy.HeadKey] {
 		return false
 	}
-	cm.Data[ceremony.HeadKey] = string(b)
+	cm.Data[deploy.HeadKey] = string(b)
 	return true
 }
 
@@ -823,20 +823,20 @@ func (c *campaign) headTamper(cs *caseState, ns string) (row Row) {
 	defer func() { row.Seconds = time.Since(t0).Seconds() }()
 	ctx := context.Background()
 	cms := c.admin.CoreV1().ConfigMaps(ns)
-	genuine, err := cms.Get(ctx, ceremony.HeadName, metav1.GetOptions{})
+	genuine, err := cms.Get(ctx, deploy.HeadName, metav1.GetOptions{})
 	if err != nil {
 		cs.failf("head: %v", err)
 		row.Failures = cs.failures()
 		return row
 	}
-	if _, err := ceremony.ParseHeadConfigMap(genuine); err != nil {
+	if _, err := deploy.ParseHeadConfigMap(genuine); err != nil {
 		cs.failf("the genuine Head does not parse: %v", err)
 	}
 	classes := headMutations()
 	offline, detected := 0, 0
 	check := func(class string, cm *corev1.ConfigMap) {
 		offline++
-		_, err := ceremony.ParseHeadConfigMap(cm)
+		_, err := deploy.ParseHeadConfigMap(cm)
 		if fail.Is(err, fail.Tamper) {
 			detected++
 		} else {
@@ -867,9 +867,9 @@ func (c *campaign) headTamper(cs *caseState, ns string) (row Row) {
 	if err != nil {
 		cs.failf("release: %v", err)
 	}
-	h, _ := ceremony.ParseHeadConfigMap(genuine)
+	h, _ := deploy.ParseHeadConfigMap(genuine)
 	admin, _ := c.adminOptions(filepath.Join(c.work, "receipts", ns+"-upgrade"))
-	pf, err := c.preflight(admin, dir, ceremony.TransitionUpgrade, h.Expected())
+	pf, err := c.preflight(admin, dir, deploy.TransitionUpgrade, h.Expected())
 	if err != nil {
 		cs.failf("preflight: %v", err)
 		row.Failures = cs.failures()
@@ -891,7 +891,7 @@ func (c *campaign) headTamper(cs *caseState, ns string) (row Row) {
 			// update fields), or covered by the offline check alone.
 			continue
 		}
-		cur, err := cms.Get(ctx, ceremony.HeadName, metav1.GetOptions{})
+		cur, err := cms.Get(ctx, deploy.HeadName, metav1.GetOptions{})
 		if err != nil {
 			cs.failf("head: %v", err)
 			break
@@ -915,7 +915,7 @@ func (c *campaign) headTamper(cs *caseState, ns string) (row Row) {
 		_, kc, _ := c.user("tamper-reader", "system:masters")
 		hr := c.runBinary(kc, nil, "head", "-n", ns)
 		ar := c.runBinary(kc, nil, "apply", "--preflight", pf.Path, "--receipts-dir", filepath.Join(c.work, "receipts", ns+"-upgrade"))
-		after, err := cms.Get(ctx, ceremony.HeadName, metav1.GetOptions{})
+		after, err := cms.Get(ctx, deploy.HeadName, metav1.GetOptions{})
 		okHead := hr.code == 5 && errorLines(hr.stderr) == 1
 		okApply := ar.code == 5 && errorLines(ar.stderr) == 1
 		untouched := err == nil && after.ResourceVersion == written.ResourceVersion
@@ -926,7 +926,7 @@ func (c *campaign) headTamper(cs *caseState, ns string) (row Row) {
 		}
 	}
 	// Restore the genuine Head (unless it was made immutable).
-	if cur, err := cms.Get(ctx, ceremony.HeadName, metav1.GetOptions{}); err == nil && (cur.Immutable == nil || !*cur.Immutable) {
+	if cur, err := cms.Get(ctx, deploy.HeadName, metav1.GetOptions{}); err == nil && (cur.Immutable == nil || !*cur.Immutable) {
 		restored := genuine.DeepCopy()
 		restored.ResourceVersion = cur.ResourceVersion
 		_, _ = cms.Update(ctx, restored, metav1.UpdateOptions{})

@@ -28,31 +28,65 @@ type rule struct {
 	allowed []string
 }
 
-var rules = []rule{
-	{"domain packages never import the CLI", []string{"cas", "ceremony", "inventory", "receipts", "formats", "audits", "pointer", "worker", "keyledger", "envbundle", "views", "internal"},
+// The pure format leaves, each inside its ceremony's folder, and the
+// manifest audits.
+var (
+	leaves = []string{"ceremony/package/intent", "ceremony/package/stagelayout", "ceremony/keyset/jwkset",
+		"ceremony/worker/delivery", "ceremony/envbundle/envcarrier"}
+	audits = []string{"ceremony/worker/audit", "ceremony/operation"}
+	// The sibling ceremonies: each stands next to the Head and next to
+	// the others, sharing only the kernel.
+	siblings = []string{"ceremony/package", "ceremony/keyset", "ceremony/worker", "ceremony/envbundle", "ceremony/operation"}
+)
+
+func cat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+var rules = append([]rule{
+	{"domain packages never import the CLI", []string{"ceremony", "inventory", "receipts", "internal"},
 		[]string{"plugin"}, nil},
-	{"the CAS kernel knows no operation", []string{"cas"},
-		[]string{"ceremony", "inventory", "receipts", "formats", "audits", "pointer", "worker", "keyledger", "envbundle", "views"}, nil},
-	{"nothing but the CLI builds on the read-only views", []string{"cas", "ceremony", "inventory", "receipts", "formats", "audits", "pointer", "worker", "keyledger", "envbundle"},
-		[]string{"views"}, nil},
-	{"sibling operations stand next to the Head, not on it", []string{"pointer", "worker", "keyledger", "envbundle"},
-		[]string{"ceremony"}, nil},
-	{"the package pointer never renders: it reads a lock and evidence", []string{"pointer"},
+	{"the CAS kernel knows no operation", []string{"ceremony/cas"},
+		[]string{"ceremony", "inventory", "receipts"}, []string{"ceremony/cas"}},
+	{"nothing but the CLI builds on the read-only views", []string{"ceremony", "inventory", "receipts"},
+		[]string{"ceremony/views"}, nil},
+	{"sibling ceremonies stand next to the Head, not on it", siblings,
+		[]string{"ceremony/deploy"}, nil},
+	{"the package pointer never renders: it reads a lock and evidence", []string{"ceremony/package"},
 		[]string{"sigs.k8s.io/kustomize", "inventory"}, []string{"inventory/canon"}},
-	{"the offline auditor, the renderer, pure formats and manifest audits carry no cluster code", []string{"receipts", "inventory", "formats", "audits"},
-		[]string{"k8s.io/client-go", "cas"}, nil},
-	{"the offline auditor, the render cache and pure formats carry no renderer", []string{"receipts", "inventory/rendercache", "formats"},
+	{"the offline auditor, the renderer, pure formats and manifest audits carry no cluster code", cat([]string{"receipts", "inventory"}, leaves, audits),
+		[]string{"k8s.io/client-go", "ceremony/cas"}, nil},
+	{"the offline auditor, the render cache and pure formats carry no renderer", cat([]string{"receipts", "inventory/rendercache"}, leaves),
 		[]string{"sigs.k8s.io/kustomize", "inventory"}, []string{"inventory/canon"}},
-	{"pure formats are leaves", []string{"formats"},
-		[]string{"ceremony", "receipts", "audits", "pointer", "worker", "keyledger", "envbundle"}, nil},
-	{"the stage evidence reader reads files, never the network", []string{"formats/ocistage"},
+	{"pure formats are leaves: no ceremony, no kernel, no receipts", leaves,
+		[]string{"ceremony", "receipts"}, leaves},
+	{"the stage evidence reader reads files, never the network", []string{"ceremony/package/stagelayout"},
 		[]string{"std:net/http"}, nil},
-	{"the environment-bundle carrier needs nothing of Kubernetes", []string{"formats/envcarrier"},
+	{"the environment-bundle carrier needs nothing of Kubernetes", []string{"ceremony/envbundle/envcarrier"},
 		[]string{"k8s.io/", "sigs.k8s.io/", "inventory", "receipts"}, nil},
-	{"the strict JSON reader is a leaf of the standard library", []string{"formats/strictjson"},
+	{"the strict JSON reader is a leaf of the standard library", []string{"internal/strictjson"},
 		[]string{"k8s.io/", "sigs.k8s.io/", ""}, nil},
 	{"test machinery never ships", []string{""},
 		[]string{"internal/testcluster", "internal/faults"}, []string{"internal/testcluster", "internal/faults"}},
+}, siblingRules()...)
+
+// siblingRules: a sibling ceremony imports no other ceremony's folder.
+func siblingRules() []rule {
+	var out []rule
+	for _, s := range siblings {
+		var others []string
+		for _, o := range append([]string{"ceremony/views"}, siblings...) {
+			if o != s {
+				others = append(others, o)
+			}
+		}
+		out = append(out, rule{"a ceremony's folder stands alone: it shares only the kernel", []string{s}, others, nil})
+	}
+	return out
 }
 
 func under(path string, prefixes []string) bool {
@@ -100,7 +134,7 @@ func TestImportRules(t *testing.T) {
 	checked := 0
 	for _, r := range rules {
 		for _, p := range pkgs {
-			if !under(p.ImportPath, r.from) || under(p.ImportPath, r.allowed) {
+			if !under(p.ImportPath, r.from) {
 				continue
 			}
 			checked++
@@ -124,8 +158,8 @@ func TestUnder(t *testing.T) {
 		prefix string
 		want   bool
 	}{
-		{mod + "/formats/keyset", "formats", true},
-		{mod + "/formatsx", "formats", false},
+		{mod + "/ceremony/keyset/jwkset", "ceremony/keyset", true},
+		{mod + "/ceremony/keysetx", "ceremony/keyset", false},
 		{mod + "/inventory/canon", "inventory", true},
 		{mod + "/internal/fail", "", true},
 		{"k8s.io/client-go/rest", "k8s.io/client-go", true},

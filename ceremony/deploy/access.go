@@ -1,0 +1,227 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// The access check makes the ceremony fail closed on missing permissions.
+// Before preflight's dry-run, and again before apply acquires the Head, it
+// asks the API server whether the caller holds every permission the apply
+// will use — get and update (and, with no Head yet, create) of the Head,
+// get and patch of every object, create of every object that does not
+// exist yet — and refuses (invalid input) when one is missing. Without it
+// a deployer lacking, say, `get` on one object (the convergence read) or
+// `update` on the Head (the commit of an install) applied the whole
+// release and only then failed, leaving the Head applying: the reliability
+// campaign found both (hack/reliability, least privilege).
+//
+// It costs one SelfSubjectRulesReview per namespace of the release,
+// evaluated locally; only what those rules do not allow, and
+// cluster-scoped objects (which a namespace's rules cannot answer), are
+// asked one by one with a SelfSubjectAccessReview, the API server's
+// authoritative answer — so an incomplete rules review (webhook
+// authorizers) never refuses wrongly. Objects are read, to see whether they
+// exist, only for kinds the caller may not create.
+//
+// What no review answers — RBAC's escalation checks: creating a Role needs
+// `escalate` unless the deployer holds all its permissions, a binding needs
+// `bind` unless it holds the role's — is asked by a server-side dry-run of
+// the release's Roles and bindings: preflight dry-runs every object anyway,
+// and apply does it here, since permissions can change between the two.
+
+// access is one permission (cas.Access).
+type access = cas.Access
+
+// rbacDryRun asks checkAccess to dry-run the release's Roles and bindings
+// with this field manager.
+type rbacDryRun struct {
+	fieldManager string
+	force        bool
+}
+
+// checkAccess refuses, before any write, a caller that lacks a permission
+// the apply of objs into control namespace ns will use. headExists says
+// whether the Head exists (else it is created); with dry, the release's
+// Roles and bindings are dry-run for RBAC's escalation checks.
+func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstructured, ns string, headExists bool, dry *rbacDryRun) error {
+	cache := cas.NewFastReview(o.Cluster)
+	needs := []access{
+		{Verb: "get", Resource: "configmaps", Namespace: ns, Name: HeadName},
+		{Verb: "update", Resource: "configmaps", Namespace: ns, Name: HeadName},
+	}
+	if !headExists {
+		needs = append(needs, access{Verb: "create", Resource: "configmaps", Namespace: ns})
+	}
+	crds := releaseCRDs(objs)
+	type object struct {
+		u                  *unstructured.Unstructured
+		group, resource    string
+		namespaced, served bool
+	}
+	var list []object
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		ob := object{u: u, group: gvk.Group}
+		m, err := o.Cluster.Mapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		switch {
+		case err == nil:
+			ob.resource, ob.namespaced, ob.served = m.Resource.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, true
+		case meta.IsNoMatchError(err):
+			c, found := crds[gvk.GroupKind()]
+			if !found {
+				continue // the dry-run reports an unknown kind
+			}
+			ob.resource, ob.namespaced = c.plural, c.namespaced
+		default:
+			return fail.Errorf(fail.Unavailable, "access check: resolve %s: %w", gvk, err)
+		}
+		list = append(list, ob)
+	}
+	// Per object: get and patch; create of its kind, and if that is not
+	// allowed, whether the object exists already (then it is not needed).
+	var mu sync.Mutex
+	var missing []access
+	var refused []string // RBAC objects whose dry-run was forbidden
+	var firstErr error
+	note := func(a access, allowed bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil && firstErr == nil:
+			firstErr = err
+		case err == nil && !allowed:
+			missing = append(missing, a)
+		}
+	}
+	review := func(ctx context.Context, a access) bool {
+		allowed, err := cache.Allowed(ctx, a)
+		note(a, allowed, err)
+		return err == nil && allowed
+	}
+	ask := func(ctx context.Context, a access) (bool, error) { return cache.Allowed(ctx, a) }
+	sem := make(chan struct{}, max(o.Parallelism, 1))
+	var wg sync.WaitGroup
+	run := func(fn func()) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() { defer func() { <-sem; wg.Done() }(); fn() }()
+	}
+	for _, a := range needs {
+		run(func() { review(ctx, a) })
+	}
+	for _, ob := range list {
+		run(func() {
+			objNS := ""
+			if ob.namespaced {
+				objNS = ob.u.GetNamespace()
+			}
+			at := func(verb string) access {
+				return access{Verb: verb, Group: ob.group, Resource: ob.resource, Namespace: objNS, Name: ob.u.GetName()}
+			}
+			canGet := review(ctx, at("get"))
+			review(ctx, at("patch"))
+			create := at("create")
+			create.Name = "" // create cannot be limited by name
+			switch canCreate, err := ask(ctx, create); {
+			case err != nil:
+				note(create, false, err)
+			case !canCreate:
+				exists := false
+				if canGet && ob.served {
+					_, err := o.Cluster.Get(ctx, identityOf(ob.u))
+					switch {
+					case err == nil:
+						exists = true
+					case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+					case apierrors.IsForbidden(err):
+						note(at("get"), false, nil)
+					default:
+						note(create, false, err)
+						return
+					}
+				}
+				if !exists {
+					note(create, false, nil)
+				}
+			}
+			if dry != nil && ob.group == rbacGroup {
+				_, err := o.Cluster.Apply(ctx, ob.u, dry.fieldManager, dry.force, true)
+				if apierrors.IsForbidden(err) || (isBinding(ob.u) && roleNotFound(err)) {
+					// A binding whose role does not exist yet is only
+					// allowed with `bind`: without it the API server looks
+					// the role up to compare permissions, finds none and
+					// says NotFound now, Forbidden once the release has
+					// created the role (after other objects were written).
+					mu.Lock()
+					refused = append(refused, fmt.Sprintf("%s: %v", identityOf(ob.u), err))
+					mu.Unlock()
+				}
+				// Any other failure is the apply's to report.
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		// A review the API server did not answer fails closed (cas).
+		return cas.Classify(cas.OpRead, "access check", firstErr)
+	}
+	if len(missing) > 0 || len(refused) > 0 {
+		var s []string
+		for _, a := range missing {
+			s = append(s, a.String())
+		}
+		return cas.MissingError(append(s, refused...), "`kubectl ql3 rbac DIR` prints the least privilege")
+	}
+	o.say("access: every permission the apply needs is held (%d objects)", len(list))
+	return nil
+}
+
+const rbacGroup = "rbac.authorization.k8s.io"
+
+func isBinding(u *unstructured.Unstructured) bool {
+	return u.GetKind() == "RoleBinding" || u.GetKind() == "ClusterRoleBinding"
+}
+
+// roleNotFound reports the NotFound a binding's dry-run gets when its role
+// is looked up and does not exist (server-side apply creates the binding
+// itself, so only its role, or its namespace, can be missing).
+func roleNotFound(err error) bool {
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d == nil || d.Kind != "namespaces"
+}
+
+type crdInfo struct {
+	plural     string
+	namespaced bool
+}
+
+// releaseCRDs are the kinds the release's own CRDs define.
+func releaseCRDs(objs []*unstructured.Unstructured) map[schema.GroupKind]crdInfo {
+	out := map[schema.GroupKind]crdInfo{}
+	for _, u := range objs {
+		if gvk := u.GroupVersionKind(); gvk.Group != crdGroup || gvk.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		g, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		k, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+		p, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+		s, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
+		out[schema.GroupKind{Group: g, Kind: k}] = crdInfo{plural: p, namespaced: s == "Namespaced"}
+	}
+	return out
+}

@@ -1,0 +1,476 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// The convergence read (docs/head.md §6 step 7, docs/ceremony.md §6.5)
+// reads every applied object back from the API server and checks it with
+// kstatus until it is Current. It never trusts the apply response for
+// this: the read is a fresh observation of the object's existence, UID and
+// generation, and it is what the converge transcript records.
+//
+// It starts while the objects are still being applied (applyAll runs
+// watch in the background): each object is read once its own apply has
+// answered, so that waiting on controllers overlaps the rest of the
+// apply. A read made before the last object was applied counts for an
+// object without a metadata.generation (nothing the release applies later
+// can make it not Current); an object with a generation read Current then
+// is read once more after the whole apply, since a later object (an
+// autoscaler, say) can change its spec.
+//
+// Where the release has at least listMin objects still pending of one kind
+// in one namespace, they are read with one paginated LIST instead of one
+// GET each. A LIST needs the `list` verb, which `kubectl ql3 rbac` does not
+// grant (it cannot be limited by name): when the LIST is forbidden, that
+// kind and namespace fall back to GETs by name for the rest of the command.
+//
+// Polls back off: the pause after a poll starts at convergeFirstPoll and
+// doubles up to convergePollEvery (wait.Backoff), and is never shorter than
+// the poll's own requests at convergeReadsPerSecond, up to convergeMaxPause:
+// hundreds of objects waiting on a controller, read by name, cost about
+// convergeReadsPerSecond requests a second, not one per object per poll.
+const (
+	listMin  = 8
+	listPage = 500
+	// listWaste: when the first page shows that the namespace holds more
+	// than listWaste times as many objects of the kind as we need, the
+	// remaining objects are read by GET.
+	listWaste = 4
+	// The first re-read comes soon (small releases converge at once); the
+	// interval then doubles up to convergePollEvery.
+	convergeFirstPoll      = 100 * time.Millisecond
+	convergeReadsPerSecond = 50
+	convergeMaxPause       = 5 * time.Second
+	// progressEvery bounds how often the progress display is refreshed.
+	progressEvery = 100 * time.Millisecond
+)
+
+type groupKey struct{ apiVersion, kind, namespace string }
+
+// reader is the state of one command's convergence read.
+type reader struct {
+	o      *Options
+	mu     sync.Mutex
+	noList map[groupKey]bool // LIST forbidden or wasteful: GET by name
+	// size is the release's number of objects of each kind in each
+	// namespace: a LIST is wasteful against that, not against the few
+	// still pending (or applied so far).
+	size  map[groupKey]int
+	lists atomic.Int64
+	gets  atomic.Int64
+}
+
+// convergence is one command's convergence read: started by applyAll
+// while objects are applied, finished by converge.
+type convergence struct {
+	o *Options
+	r *reader
+	p *progress
+
+	mu       sync.Mutex
+	total    int
+	order    []inventory.Identity // applied, in the order their applies answered
+	current  map[inventory.Identity]objectResult
+	early    map[inventory.Identity]bool // read Current before the apply finished
+	message  map[inventory.Identity]string
+	polls    int
+	backoff  wait.Backoff
+	lastCost int64
+	shown    time.Time
+	wake     chan struct{}
+}
+
+func (o *Options) newConvergence(ids []inventory.Identity) *convergence {
+	size := map[groupKey]int{}
+	for _, id := range ids {
+		size[groupKey{id.APIVersion, id.Kind, id.Namespace}]++
+	}
+	total := len(ids)
+	c := &convergence{o: o, r: &reader{o: o, noList: map[groupKey]bool{}, size: size}, p: o.progress(), total: total,
+		current: map[inventory.Identity]objectResult{}, early: map[inventory.Identity]bool{}, message: map[inventory.Identity]string{},
+		backoff: pollBackoff(), wake: make(chan struct{}, 1)}
+	c.p.start(total)
+	return c
+}
+
+// pollBackoff is the pause between polls before the cost floor of pause:
+// 100 ms doubling up to convergePollEvery, with 10% jitter.
+func pollBackoff() wait.Backoff {
+	return wait.Backoff{Duration: convergeFirstPoll, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: convergePollEvery}
+}
+
+// add records that an object's apply answered: it may be read from now on.
+func (c *convergence) add(id inventory.Identity) {
+	c.mu.Lock()
+	c.order = append(c.order, id)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	c.refresh(false)
+}
+
+// pending is the applied objects not read Current yet.
+func (c *convergence) pending() []inventory.Identity {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []inventory.Identity
+	for _, id := range c.order {
+		if _, ok := c.current[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// poll reads ids once with at most par requests in flight and records
+// what it saw; early marks reads made while the apply goes on.
+func (c *convergence) poll(ctx context.Context, ids []inventory.Identity, par int, early bool) []objectResult {
+	before := c.r.lists.Load() + c.r.gets.Load()
+	res := c.r.read(ctx, ids, par)
+	c.mu.Lock()
+	c.polls++
+	c.lastCost = c.r.lists.Load() + c.r.gets.Load() - before
+	for _, rr := range res {
+		if rr.err == nil {
+			c.current[rr.ID], c.early[rr.ID] = rr, early
+			delete(c.message, rr.ID)
+			continue
+		}
+		delete(c.current, rr.ID)
+		c.message[rr.ID] = rr.err.Error()
+	}
+	c.mu.Unlock()
+	c.refresh(true)
+	return res
+}
+
+// pause is the wait before the next poll: the backoff's next step, but at
+// least the last poll's requests at convergeReadsPerSecond, at most
+// convergeMaxPause.
+func (c *convergence) pause() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.backoff.Step()
+	floor := time.Duration(c.lastCost) * time.Second / convergeReadsPerSecond
+	return min(max(d, floor), convergeMaxPause)
+}
+
+// refresh shows the counts and what still waits (at most every
+// progressEvery unless forced).
+func (c *convergence) refresh(force bool) {
+	c.mu.Lock()
+	now := time.Now()
+	if !force && now.Sub(c.shown) < progressEvery {
+		c.mu.Unlock()
+		return
+	}
+	c.shown = now
+	var waiting []waitingObject
+	for _, id := range c.order {
+		if _, ok := c.current[id]; ok {
+			continue
+		}
+		if msg, ok := c.message[id]; ok {
+			waiting = append(waiting, waitingObject{id.String(), msg})
+		}
+	}
+	applied, current := len(c.order), len(c.current)
+	c.mu.Unlock()
+	c.p.update(applied, current, waiting)
+}
+
+// watch reads the applied objects back while the apply goes on, until ctx
+// ends (applyAll cancels it when the last object was applied). It uses a
+// quarter of --parallelism, leaving the rest to the applies.
+func (c *convergence) watch(ctx context.Context) {
+	par := max(1, c.o.Parallelism/4)
+	for {
+		if ids := c.pending(); len(ids) > 0 {
+			c.poll(ctx, ids, par, true)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(c.pause()):
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		}
+	}
+}
+
+// converge is apply step 5: read every object back and wait, bounded by
+// the timeout, until kstatus says it is Current. It continues the read
+// applyAll started (a fresh one when there is none).
+func (o *Options) converge(ctx context.Context, applied []objectResult) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	c := o.conv
+	o.conv = nil
+	if c == nil {
+		ids := make([]inventory.Identity, len(applied))
+		for i, a := range applied {
+			ids[i] = a.ID
+		}
+		c = o.newConvergence(ids)
+		for _, id := range ids {
+			c.add(id)
+		}
+	}
+	defer c.p.finish()
+	var pending []int
+	c.mu.Lock()
+	// The apply is over: the objects left are the ones to wait for, from
+	// the shortest pause again (the watch's backoff has grown meanwhile).
+	c.backoff = pollBackoff()
+	for i, a := range applied {
+		rr, ok := c.current[a.ID]
+		if !ok || (c.early[a.ID] && rr.Generation > 0) {
+			pending = append(pending, i)
+		}
+	}
+	c.mu.Unlock()
+	for {
+		ids := make([]inventory.Identity, len(pending))
+		for j, i := range pending {
+			ids[j] = applied[i].ID
+		}
+		var res []objectResult
+		if len(ids) > 0 {
+			res = c.poll(ctx, ids, o.Parallelism, false)
+		}
+		var still []int
+		var failed, denied []error
+		for j, rr := range res {
+			i := pending[j]
+			if rr.err == nil {
+				continue
+			}
+			if apierrors.IsForbidden(rr.err) || apierrors.IsUnauthorized(rr.err) {
+				denied = append(denied, fmt.Errorf("%s: %w", rr.ID, rr.err))
+			}
+			if rr.Result == status.FailedStatus.String() {
+				failed = append(failed, fmt.Errorf("%s: %w", rr.ID, rr.err))
+			}
+			still = append(still, i)
+		}
+		if len(denied) > 0 {
+			c.p.finish()
+			// Waiting cannot grant a permission: fail now, not at --timeout.
+			for _, err := range denied {
+				o.say("converge: %v", err)
+			}
+			return "", fail.Errorf(fail.Invalid, "converge: %d object(s) cannot be read back (the deployer needs get on each applied object: `kubectl ql3 rbac` prints the rules; the Head stays applying, `kubectl ql3 resume` continues once granted): %w", len(denied), utilerrors.NewAggregate(denied))
+		}
+		if len(failed) > 0 {
+			c.p.finish()
+			for _, err := range failed {
+				o.say("converge: %v", err)
+			}
+			return "", fail.Errorf(fail.Other, "converge: %d object(s) failed: %w", len(failed), utilerrors.NewAggregate(failed))
+		}
+		if len(still) == 0 {
+			c.p.finish()
+			o.say("converge: read back in %d poll(s) with %d LIST and %d GET request(s)", c.polls, c.r.lists.Load(), c.r.gets.Load())
+			break
+		}
+		pending = still
+		select {
+		case <-ctx.Done():
+			c.p.finish()
+			var errs []error
+			c.mu.Lock()
+			for _, i := range pending {
+				msg := c.message[applied[i].ID]
+				errs = append(errs, fmt.Errorf("%s: %s", applied[i].ID, msg))
+				o.say("converge: %s not ready: %s", applied[i].ID, msg)
+			}
+			c.mu.Unlock()
+			return "", fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying; `kubectl ql3 resume` continues): %w", len(pending), o.Timeout, utilerrors.NewAggregate(errs))
+		case <-time.After(c.pause()):
+		}
+	}
+	done := make([]objectResult, len(applied))
+	c.mu.Lock()
+	for i, a := range applied {
+		done[i] = c.current[a.ID]
+	}
+	c.mu.Unlock()
+	return transcriptDigest("converge", done)
+}
+
+// read reads ids once and returns their results in the same order: an
+// error for each object that is missing, unreadable or not Current.
+func (r *reader) read(ctx context.Context, ids []inventory.Identity, par int) []objectResult {
+	out := make([]objectResult, len(ids))
+	groups := map[groupKey][]int{}
+	var order []groupKey
+	for i, id := range ids {
+		k := groupKey{id.APIVersion, id.Kind, id.Namespace}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	var mu sync.Mutex
+	var byGet []int
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, par)
+	for _, k := range order {
+		idx := groups[k]
+		if len(idx) < listMin || r.skipList(k) {
+			mu.Lock() // a LIST started above may be handing its objects back
+			byGet = append(byGet, idx...)
+			mu.Unlock()
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if left := r.list(ctx, k, ids, idx, out); len(left) > 0 {
+				mu.Lock()
+				byGet = append(byGet, left...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, i := range byGet {
+		if ctx.Err() != nil {
+			out[i] = objectResult{ID: ids[i], err: ctx.Err()}
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.gets.Add(1)
+			u, err := r.o.Cluster.Get(ctx, ids[i])
+			if err != nil {
+				out[i] = objectResult{ID: ids[i], err: err}
+				return
+			}
+			out[i] = checkCurrent(ids[i], u)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func (r *reader) skipList(k groupKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.noList[k]
+}
+
+// list reads the objects ids[idx] (one kind, one namespace) with a
+// paginated LIST, writing their results into out. It returns the indices
+// left to read by GET: all of them if the LIST is forbidden, the rest if it
+// turns out to cover far more objects than the release's.
+func (r *reader) list(ctx context.Context, k groupKey, ids []inventory.Identity, idx []int, out []objectResult) []int {
+	gv, err := schema.ParseGroupVersion(k.apiVersion)
+	if err != nil {
+		return idx
+	}
+	want := make(map[string]int, len(idx))
+	for _, i := range idx {
+		want[ids[i].Name] = i
+	}
+	rest := func() []int {
+		left := make([]int, 0, len(want))
+		for _, i := range want {
+			left = append(left, i)
+		}
+		return left
+	}
+	opts := metav1.ListOptions{Limit: listPage}
+	for page := 0; ; page++ {
+		r.lists.Add(1)
+		list, err := r.o.Cluster.ListPage(ctx, gv.WithKind(k.kind), k.namespace, opts)
+		if err != nil {
+			if apierrors.IsForbidden(err) {
+				r.stopListing(k, "forbidden (no `list` grant)")
+				return rest()
+			}
+			for _, i := range want {
+				out[i] = objectResult{ID: ids[i], err: err}
+			}
+			return nil
+		}
+		for j := range list.Items {
+			u := &list.Items[j]
+			if i, ok := want[u.GetName()]; ok {
+				delete(want, u.GetName())
+				out[i] = checkCurrent(ids[i], u)
+			}
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		if page == 0 {
+			if n := list.GetRemainingItemCount(); n != nil && int(*n)+len(list.Items) > listWaste*max(len(idx), r.size[k]) {
+				r.stopListing(k, fmt.Sprintf("%d objects of the kind there, %d of them the release's", int(*n)+len(list.Items), max(len(idx), r.size[k])))
+				return rest()
+			}
+		}
+		if list.GetContinue() == "" {
+			break
+		}
+		opts.Continue = list.GetContinue()
+	}
+	gr := schema.GroupResource{Group: gv.Group, Resource: k.kind}
+	for name, i := range want {
+		out[i] = objectResult{ID: ids[i], err: apierrors.NewNotFound(gr, name)}
+	}
+	return nil
+}
+
+func (r *reader) stopListing(k groupKey, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.noList[k] {
+		r.noList[k] = true
+		where := k.namespace
+		if where == "" {
+			where = "the cluster"
+		}
+		r.o.say("converge: LIST of %s %s in %s: %s; reading them by name", k.apiVersion, k.kind, where, why)
+	}
+}
+
+// checkCurrent is one object's convergence result: kstatus on what was
+// just read.
+func checkCurrent(id inventory.Identity, u *unstructured.Unstructured) objectResult {
+	r := objectResult{ID: id}
+	st, err := status.Compute(u)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	r.Result, r.UID, r.Generation = st.Status.String(), string(u.GetUID()), u.GetGeneration()
+	if st.Status != status.CurrentStatus {
+		r.err = fmt.Errorf("%s: %s", st.Status, st.Message)
+	}
+	return r
+}

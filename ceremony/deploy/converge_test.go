@@ -1,0 +1,192 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// manyRelease writes a release with enough objects of one kind in one
+// namespace for the convergence read to LIST them: configMaps ConfigMaps,
+// and the four role Deployments.
+func manyRelease(t *testing.T, ns string, configMaps int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "many")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := range configMaps {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%03d\ndata:\n  k: v%d\n", i, i)
+	}
+	for _, role := range []string{"control", "control-ai", "admin", "worker"} {
+		fmt.Fprintf(&b, `---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  labels:
+    qinglong.io/role: %[1]s
+spec:
+  replicas: 0
+  selector:
+    matchLabels:
+      app: %[1]s
+  template:
+    metadata:
+      labels:
+        app: %[1]s
+    spec:
+      containers:
+      - name: app
+        image: registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a
+`, role)
+	}
+	files := map[string]string{
+		"objects.yaml":       b.String(),
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: " + ns + "\nresources:\n- objects.yaml\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockRelease(t, dir, "1.0.0")
+	return dir
+}
+
+// progress records the ceremony's progress lines (and logs them).
+type progress struct {
+	t  *testing.T
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (p *progress) Write(data []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.t.Log(strings.TrimRight(string(data), "\n"))
+	return p.b.Write(data)
+}
+
+func (p *progress) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.b.String()
+}
+
+var readBack = regexp.MustCompile(`converge: read back in \d+ poll\(s\) with (\d+) LIST and (\d+) GET request\(s\)`)
+
+// The convergence read LISTs a kind in a namespace that holds many of the
+// release's objects, and reads the few others by name.
+func TestConvergeReadsManyObjectsWithList(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := manyRelease(t, ns, 30)
+	pr := &progress{t: t}
+	o := options(t, cluster(t, userConfig(t, "lister", "system:masters")), t.TempDir())
+	o.Progress = pr
+	deployRelease(t, o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
+	m := readBack.FindStringSubmatch(pr.String())
+	if m == nil || m[1] == "0" {
+		t.Fatalf("the 30 ConfigMaps were not read back with a LIST:\n%s", pr)
+	}
+	if h := headOf(t, ns); h.Phase != deploy.PhaseCommitted || h.Steps.Converge == "" {
+		t.Fatalf("head after install: %+v", h)
+	}
+}
+
+// With the least privilege `kubectl ql3 rbac` prints (no list), the LIST
+// is refused once per kind and namespace and the objects are read by name:
+// the deploy still converges and commits.
+func TestConvergeWithoutListFallsBackToGet(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := manyRelease(t, ns, 30)
+	rel, err := inventory.Render(filesys.MakeFsOnDisk(), dir, inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := "nolist-" + ns
+	objs, err := deploy.RBAC(rel.Objects, ns, cluster(t, cp.RESTConfig()).Mapper(), deploy.RBACSubject{User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The release's ConfigMaps live in the control namespace: its Role
+	// grants `create configmaps` (Head and release alike) once.
+	for _, obj := range objs {
+		if r, ok := obj.(*rbacv1.Role); ok {
+			for i := range r.Rules {
+				for j := range i {
+					if fmt.Sprint(r.Rules[i]) == fmt.Sprint(r.Rules[j]) {
+						t.Fatalf("Role %s/%s grants %v twice", r.Namespace, r.Name, r.Rules[i])
+					}
+				}
+			}
+		}
+	}
+	grantRBAC(t, objs)
+	pr := &progress{t: t}
+	o := options(t, cluster(t, userConfig(t, user)), t.TempDir())
+	o.Progress = pr
+	deployRelease(t, o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
+	out := pr.String()
+	if !strings.Contains(out, "converge: LIST of v1 ConfigMap in "+ns+": forbidden") {
+		t.Fatalf("no forbidden LIST fallback reported:\n%s", out)
+	}
+	m := readBack.FindStringSubmatch(out)
+	if m == nil || m[2] == "0" {
+		t.Fatalf("objects were not read back by name:\n%s", out)
+	}
+	if h := headOf(t, ns); h.Phase != deploy.PhaseCommitted {
+		t.Fatalf("head after install: %+v", h)
+	}
+}
+
+// forbidGet is the real cluster, except that reading back objects of one
+// kind is forbidden: a permission withdrawn between apply and converge.
+type forbidGet struct {
+	deploy.Cluster
+	kind string
+}
+
+func (c forbidGet) Get(ctx context.Context, id inventory.Identity) (*unstructured.Unstructured, error) {
+	if id.Kind == c.kind {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: strings.ToLower(c.kind) + "s"}, id.Name, errors.New("get withdrawn by the test"))
+	}
+	return c.Cluster.Get(ctx, id)
+}
+
+// A read-back the deployer may not make fails at once as invalid input
+// (exit 2), naming the objects, instead of waiting out --timeout as if the
+// objects were slow to become ready; the Head stays applying for resume.
+func TestConvergeForbiddenFailsFast(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := manyRelease(t, ns, 3)
+	o := options(t, forbidGet{Cluster: cluster(t, userConfig(t, "alice", "system:masters")), kind: "ConfigMap"}, t.TempDir())
+	o.Timeout = time.Minute
+	pf := preflight(t, o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
+	_, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
+	if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "cannot be read back") || !strings.Contains(err.Error(), "get withdrawn by the test") {
+		t.Fatalf("apply: %v (class %v), want invalid naming the forbidden read", err, fail.ClassOf(err))
+	}
+	if h := headOf(t, ns); h.Phase != deploy.PhaseApplying {
+		t.Fatalf("Head: %+v, want applying", h)
+	}
+}

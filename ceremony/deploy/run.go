@@ -1,0 +1,507 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// PreflightRequest is `kubectl ql3 preflight DIR`.
+type PreflightRequest struct {
+	Dir            string
+	Transition     string
+	Expected       ExpectedHead
+	ForceConflicts bool
+	Out            string // record path; default ql3-preflight-g<N>-<kind>-<version>.json
+	// Diff, when set (preflight --diff), computes the change list of the
+	// verified release after the dry-run step and returns its digest,
+	// which the record binds as diffDigest. dryRun holds each object as
+	// the preflight's dry-run answered it, aligned with objs (nil: deferred
+	// until its namespace or CRD exists), so no object is dry-run twice.
+	Diff func(ctx context.Context, objs, dryRun []*unstructured.Unstructured, fieldManager string, force bool) (string, error)
+}
+
+// PreflightResult says what preflight verified and where the record is.
+type PreflightResult struct {
+	Path     string           `json:"path"`
+	Replayed bool             `json:"replayed"`
+	Deferred int              `json:"deferred"`
+	Record   *PreflightRecord `json:"record"`
+
+	loaded *loaded // the release as this preflight verified it
+}
+
+// ApplyRequest is the request to apply this very preflight in the same
+// process (rollback): the release it rendered and verified against its
+// lock is applied as is, not rendered a second time.
+func (p *PreflightResult) ApplyRequest() ApplyRequest {
+	return ApplyRequest{Preflight: p.Record, loaded: p.loaded}
+}
+
+// RunPreflight is docs/ceremony.md §5: read-only against the cluster; writes
+// only the preflight record, never replacing a file.
+func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*PreflightResult, error) {
+	o.defaults()
+	dir, err := filepath.Abs(req.Dir)
+	if err != nil {
+		return nil, fail.Wrap(fail.Invalid, err)
+	}
+	ld, err := o.load(dir)
+	if err != nil {
+		return nil, err
+	}
+	dep, tgt := ld.deployment(), ld.target()
+	o.say("preflight: release %s verified against its lock (%d objects, lock %s)", dep.Version, dep.InventoryCount, dep.LockDigest)
+	identity, err := o.identityStep(ctx, tgt.ClusterIdentity)
+	if err != nil {
+		return nil, err
+	}
+	o.say("preflight: cluster identity %s matches", tgt.ClusterIdentity)
+	head, _, err := o.readHead(ctx, tgt.Namespace, tgt.ClusterIdentity)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckTransition(head, req.Expected, Target{Kind: req.Transition, Deployment: dep, Inventory: ld.release.Inventory}); err != nil {
+		return nil, err
+	}
+	o.say("preflight: head %s allows %s to %s", req.Expected.describe(), req.Transition, dep.Version)
+	if err := o.checkAccess(ctx, ld.release.Objects, tgt.Namespace, head != nil, nil); err != nil {
+		return nil, err
+	}
+	var retired []receipts.Retired
+	if req.Transition == TransitionRetire {
+		ids := Retired(head.Current.Inventory, ld.release.Inventory)
+		if err := o.checkDeleteAccess(ctx, ids); err != nil {
+			return nil, err
+		}
+		if retired, err = o.readRetired(ctx, ids); err != nil {
+			return nil, err
+		}
+		for _, r := range retired {
+			if r.UID == "" {
+				o.say("preflight: retire %s: absent (already gone; it will not be deleted)", r.ID)
+			} else {
+				o.say("preflight: retire %s: uid %s resourceVersion %s", r.ID, r.UID, r.ResourceVersion)
+			}
+		}
+	}
+	fm := ld.lock.Tool.FieldManager
+	dry, deferred, dryObjs, err := o.dryRunAll(ctx, ld.release.Objects, fm, req.ForceConflicts, tgt.Namespace, req.Diff != nil)
+	if err != nil {
+		return nil, err
+	}
+	o.say("preflight: server-side dry-run: %d ok, %d deferred until their namespace or CRD exists", dep.InventoryCount-deferred, deferred)
+	if retired != nil {
+		deletes, err := o.dryRunDeletes(ctx, retired)
+		if err != nil {
+			return nil, err
+		}
+		if dry, err = transcriptDigest("retire-dry-run", map[string]any{"dryRun": dry, "delete": deletes}); err != nil {
+			return nil, err
+		}
+		o.say("preflight: delete dry-run with preconditions: %d retired object(s) ok", len(deletes))
+	}
+	diffDigest := ""
+	if req.Diff != nil {
+		if diffDigest, err = req.Diff(ctx, ld.release.Objects, dryObjs, fm, req.ForceConflicts); err != nil {
+			return nil, err
+		}
+	}
+	rec := &PreflightRecord{
+		Schema: PreflightSchema,
+		Command: Command{
+			Transition: req.Transition, ExpectedHead: req.Expected, Version: dep.Version,
+			LockDigest: dep.LockDigest, InventoryDigest: dep.InventoryDigest,
+			ClusterIdentity: tgt.ClusterIdentity, Namespace: tgt.Namespace,
+			FieldManager: fm, ForceConflicts: req.ForceConflicts,
+		},
+		Release: PreflightRelease{
+			Dir: dir, Version: dep.Version, LockDigest: dep.LockDigest,
+			SourceDigest: ld.release.SourceDigest, RenderDigest: ld.release.RenderDigest,
+			InventoryDigest: dep.InventoryDigest, InventoryCount: dep.InventoryCount,
+		},
+		Target:     tgt,
+		Tool:       receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: fm},
+		Steps:      PreflightSteps{Identity: identity, DryRun: dry},
+		DiffDigest: diffDigest,
+		Retired:    retired,
+	}
+	if err := rec.Seal(); err != nil {
+		return nil, err
+	}
+	data, err := rec.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	out := req.Out
+	if out == "" {
+		out = fmt.Sprintf("ql3-preflight-g%d-%s-%s.json", req.Expected.Generation+1, req.Transition, dep.Version)
+	}
+	replayed, err := WriteNoReplace(out, append(data, '\n'))
+	if err != nil {
+		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("write preflight record: %w", err))
+	}
+	o.say("preflight: record %s written (preflight %s)", out, rec.SelfDigest)
+	return &PreflightResult{Path: out, Replayed: replayed, Deferred: deferred, Record: rec, loaded: ld}, nil
+}
+
+// ApplyRequest is `kubectl ql3 apply|resume --preflight FILE [DIR]`.
+type ApplyRequest struct {
+	Preflight *PreflightRecord
+	Dir       string // default: the record's release.dir
+	Resume    bool   // take over an applying Head with the same intent
+	// LeaveChanged (resume --leave-changed) settles a retired object that
+	// was changed after the preflight by leaving it on the cluster,
+	// unmanaged, with the outcome "left: changed" instead of failing.
+	LeaveChanged bool
+
+	loaded *loaded // set by PreflightResult.ApplyRequest
+}
+
+// ApplyResult is the outcome of apply, resume or rollback.
+type ApplyResult struct {
+	Outcome      string `json:"outcome"` // committed | replayed | superseded (with a conflict error)
+	Generation   int64  `json:"generation"`
+	Version      string `json:"version"`
+	Transition   string `json:"transition"`
+	ExpectedHead string `json:"expectedHead"` // the token for the next preflight
+	Receipt      string `json:"receipt"`
+	ReceiptState string `json:"receiptState"` // written | replayed | rebuilt
+	Note         string `json:"note,omitempty"`
+	// Retired, on a retire, is each retired object with its outcome.
+	Retired []receipts.Retired `json:"retired,omitempty"`
+	Head    *Head              `json:"-"`
+	receipt *receipts.Receipt  `json:"-"`
+}
+
+// RunApply is docs/ceremony.md §6 and, with Resume, §7.
+func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, error) {
+	o.defaults()
+	rec := req.Preflight
+	dir := req.Dir
+	if dir == "" {
+		dir = rec.Release.Dir
+	}
+	ld := req.loaded
+	if ld == nil || dir != rec.Release.Dir {
+		var err error
+		if ld, err = o.load(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkAgainstPreflight(ld, rec); err != nil {
+		return nil, err
+	}
+	rdir := o.receiptsDir(dir)
+	tgt := ld.target()
+	ns := tgt.Namespace
+	if _, err := o.identityStep(ctx, tgt.ClusterIdentity); err != nil {
+		return nil, err
+	}
+	head, ref, err := o.readHead(ctx, ns, tgt.ClusterIdentity)
+	if err != nil {
+		return nil, err
+	}
+
+	ours := head != nil && head.Transition.CommandDigest == rec.CommandDigest && head.Transition.PreflightDigest == rec.SelfDigest
+	switch {
+	case ours && head.Phase == PhaseCommitted:
+		o.say("apply: preflight %s is already committed as generation %d: replay, no workload write", rec.SelfDigest, head.Generation)
+		return o.finish(head, rdir, "replayed")
+	case ours && !req.Resume:
+		return nil, fail.Errorf(fail.Conflict, "head: generation %d is applying this very preflight under mutation %s: another apply is running, or died; if none is running, run `kubectl ql3 resume --preflight FILE`", head.Generation, head.Transition.MutationID)
+	case !ours && req.Resume:
+		if res, err := o.committedEarlier(rdir, rec, head); res != nil {
+			return res, err
+		}
+		what := "absent"
+		if head != nil {
+			what = fmt.Sprintf("generation %d %s (%s %s)", head.Generation, head.Phase, head.Transition.Kind, head.Current.Version)
+		}
+		return nil, fail.Errorf(fail.Conflict, "resume: the Head is %s, not applying this preflight (%s); resume only continues its own transition", what, rec.SelfDigest)
+	}
+
+	if err := checkReceiptsDir(rdir); err != nil {
+		return nil, err
+	}
+	mutationID := newMutationID()
+	var applying *Head
+	if ours { // resume: take the applying intent over
+		applying = cloneHead(head)
+		applying.Transition.MutationID = mutationID
+		if err := applying.Seal(); err != nil {
+			return nil, err
+		}
+		if err := o.checkAccess(ctx, ld.release.Objects, ns, true, &rbacDryRun{rec.Command.FieldManager, rec.Command.ForceConflicts}); err != nil {
+			return nil, err
+		}
+		if err := o.checkDeleteAccess(ctx, retiredIDs(rec.Retired)); err != nil {
+			return nil, err
+		}
+		if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
+			return nil, err
+		}
+		o.say("resume: took over generation %d (mutation %s)", applying.Generation, mutationID)
+	} else {
+		if err := CheckTransition(head, rec.Command.ExpectedHead, Target{Kind: rec.Command.Transition, Deployment: ld.deployment(), Inventory: ld.release.Inventory}); err != nil {
+			if res, err := o.committedEarlier(rdir, rec, head); res != nil {
+				return res, err
+			}
+			return nil, err
+		}
+		if applying, err = o.newApplyingHead(head, ld, rec, mutationID); err != nil {
+			return nil, err
+		}
+		if err := o.checkAccess(ctx, ld.release.Objects, ns, head != nil, &rbacDryRun{rec.Command.FieldManager, rec.Command.ForceConflicts}); err != nil {
+			return nil, err
+		}
+		if err := o.checkDeleteAccess(ctx, retiredIDs(rec.Retired)); err != nil {
+			return nil, err
+		}
+		if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
+			return nil, err
+		}
+		o.say("apply: acquired generation %d: %s to %s (mutation %s)", applying.Generation, rec.Command.Transition, applying.Current.Version, mutationID)
+	}
+	crashpoint.At("acquired")
+
+	applied, err := o.applyAll(ctx, ld.release.Objects, rec.Command.FieldManager, rec.Command.ForceConflicts)
+	if err != nil {
+		return nil, err
+	}
+	applyDigest, err := transcriptDigest("apply", applied)
+	if err != nil {
+		return nil, err
+	}
+	o.say("apply: %d object(s) server-side applied", len(applied))
+	crashpoint.At("applied")
+	var retired []receipts.Retired
+	if rec.Retired != nil {
+		if retired, err = o.retire(ctx, rec.Retired, req.LeaveChanged); err != nil {
+			return nil, err
+		}
+		crashpoint.At("retired")
+	}
+	convergeDigest, err := o.converge(ctx, applied)
+	if err != nil {
+		return nil, err
+	}
+	o.say("converge: %d object(s) current", len(applied))
+	finalIdentity, err := o.identityStep(ctx, tgt.ClusterIdentity)
+	if err != nil {
+		return nil, err
+	}
+	committed := cloneHead(applying)
+	committed.Phase = PhaseCommitted
+	committed.Steps.Apply, committed.Steps.Converge, committed.Steps.FinalIdentity = applyDigest, convergeDigest, finalIdentity
+	committed.Retired = retired
+	if err := committed.Seal(); err != nil {
+		return nil, err
+	}
+	crashpoint.At("before-commit")
+	if _, err := o.writeHead(ctx, ns, ref, applying, committed); err != nil {
+		return nil, err
+	}
+	crashpoint.At("after-commit")
+	o.say("commit: generation %d committed (%s %s)", committed.Generation, committed.Transition.Kind, committed.Current.Version)
+	return o.finish(committed, rdir, "committed")
+}
+
+// checkReceiptsDir makes sure the receipt can be published before anything
+// is written to the cluster: a receipts directory that is a file, or that
+// cannot be created or written, would otherwise fail only after the commit.
+func checkReceiptsDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail.Errorf(fail.Invalid, "receipts directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, receipts.TempPattern)
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "receipts directory %q is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// checkAgainstPreflight re-verifies the release directory against the record.
+func checkAgainstPreflight(ld *loaded, rec *PreflightRecord) error {
+	got := PreflightRelease{
+		Dir: rec.Release.Dir, Version: ld.lock.Release.Version, LockDigest: ld.lockDigest,
+		SourceDigest: ld.release.SourceDigest, RenderDigest: ld.release.RenderDigest,
+		InventoryDigest: ld.release.InventoryDigest, InventoryCount: len(ld.release.Inventory),
+	}
+	if got != rec.Release {
+		return fail.Errorf(fail.Invalid, "release directory changed since the preflight: preflight bound %+v, the directory now gives %+v: preflight again", rec.Release, got)
+	}
+	if t := ld.target(); t != rec.Target {
+		return fail.Errorf(fail.Invalid, "lock target %+v differs from the preflight's %+v", t, rec.Target)
+	}
+	if ld.lock.Tool.FieldManager != rec.Command.FieldManager {
+		return fail.Errorf(fail.Invalid, "lock field manager %q differs from the preflight's %q", ld.lock.Tool.FieldManager, rec.Command.FieldManager)
+	}
+	return nil
+}
+
+// newApplyingHead builds generation N+1 in phase applying from the
+// committed Head N (nil for install).
+func (o *Options) newApplyingHead(prev *Head, ld *loaded, rec *PreflightRecord, mutationID string) (*Head, error) {
+	h := &Head{
+		Schema:     HeadSchema,
+		Phase:      PhaseApplying,
+		Generation: 1,
+		Transition: HeadTransition{Transition: receipts.Transition{
+			Kind: rec.Command.Transition, CommandDigest: rec.CommandDigest,
+			PreflightDigest: rec.SelfDigest, ForceConflicts: rec.Command.ForceConflicts,
+		}, MutationID: mutationID},
+		Current: HeadDeployment{Deployment: ld.deployment(), Inventory: ld.release.Inventory},
+		Target:  ld.target(),
+		Tool:    receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: rec.Command.FieldManager},
+		Steps:   receipts.Steps{Identity: rec.Steps.Identity, DryRun: rec.Steps.DryRun},
+		Retired: rec.Retired,
+	}
+	if prev != nil {
+		prevReceipt, err := ReceiptFromHead(prev)
+		if err != nil {
+			return nil, err
+		}
+		d := prev.Current.Deployment
+		h.Generation = prev.Generation + 1
+		h.Previous = &d
+		h.PreviousReceiptDigest = prevReceipt.SelfDigest
+	}
+	return h, h.Seal()
+}
+
+func cloneHead(h *Head) *Head {
+	c := *h
+	if h.Previous != nil {
+		p := *h.Previous
+		c.Previous = &p
+	}
+	return &c
+}
+
+// writeHead moves the Head from `from` (nil = absent, read at ref) to `to`
+// by create or resourceVersion-carrying update through the CAS kernel,
+// which settles every outcome from what the cluster holds (docs/ceremony.md
+// §6.3): success is only ever "the Head now holds exactly `to`". An
+// unknown outcome with nothing moved is resent (policy Resend).
+func (o *Options) writeHead(ctx context.Context, ns string, ref *cmRef, from, to *Head) (*cmRef, error) {
+	cm, err := to.ConfigMap(ns)
+	if err != nil {
+		return nil, err
+	}
+	if from != nil {
+		cm.ResourceVersion = ref.resourceVersion
+	}
+	w := cas.Write[*corev1.ConfigMap]{
+		Client:       o.Cluster.Heads(ns),
+		What:         headWhat(ns),
+		Desired:      cm,
+		Create:       from == nil,
+		FieldManager: HeadFieldManager,
+		Policy:       cas.Resend,
+		Say:          o.say,
+		Validate: func(cur *corev1.ConfigMap, present bool) error {
+			if !present {
+				return nil
+			}
+			h, err := ParseHeadConfigMap(cur)
+			if err == nil && h.Target.ClusterIdentity != to.Target.ClusterIdentity {
+				return fail.Errorf(fail.Tamper, "head %s/%s: target.clusterIdentity %s names another cluster than this one (%s): investigate", ns, HeadName, h.Target.ClusterIdentity, to.Target.ClusterIdentity)
+			}
+			return err
+		},
+		Landed: func(cur *corev1.ConfigMap) bool {
+			h, err := ParseHeadConfigMap(cur)
+			return err == nil && h.SelfDigest == to.SelfDigest
+		},
+		Describe: func(cur *corev1.ConfigMap, present bool) string {
+			if !present {
+				return "the Head was removed"
+			}
+			h, err := ParseHeadConfigMap(cur)
+			if err != nil {
+				return err.Error()
+			}
+			return fmt.Sprintf("the Head is now generation %d %s (%s %s, mutation %s)", h.Generation, h.Phase, h.Transition.Kind, h.Current.Version, h.Transition.MutationID)
+		},
+		Refused: func(op cas.Op, err error) error {
+			switch {
+			case op == cas.OpCreate && apierrors.IsNotFound(err):
+				return missingControlNamespace(ns)
+			case op == cas.OpUpdate && apierrors.IsNotFound(err):
+				return fail.Errorf(fail.Conflict, "head: the Head was removed by someone else (%v): nothing of ours was written after that; investigate before deploying again", err)
+			}
+			return nil
+		},
+	}
+	res, err := w.Do(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &cmRef{resourceVersion: res.Object.ResourceVersion}, nil
+}
+
+// committedEarlier recognises a rerun whose preflight was committed and
+// whose Head has moved past it since: a receipt for it is present locally.
+// The receipt proves the past commit, not the present: the Head is at
+// another generation (or was removed), so this is never a success but
+// conflict, outcome "superseded", with the result saying what is known.
+func (o *Options) committedEarlier(rdir string, rec *PreflightRecord, head *Head) (*ApplyResult, error) {
+	entries, err := os.ReadDir(rdir)
+	if err != nil {
+		return nil, nil
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(rdir, e.Name()))
+		if err != nil {
+			continue
+		}
+		r, err := receipts.Parse(data)
+		if err != nil || r.Transition.PreflightDigest != rec.SelfDigest || r.Transition.CommandDigest != rec.CommandDigest {
+			continue
+		}
+		now := "the Head has since been removed"
+		if head != nil {
+			now = fmt.Sprintf("the Head is now at generation %d %s (%s %s)", head.Generation, head.Phase, head.Transition.Kind, head.Current.Version)
+		}
+		note := fmt.Sprintf("superseded: this preflight was committed as generation %d (receipt %s); %s", r.Generation, e.Name(), now)
+		o.say("apply: %s", note)
+		res := &ApplyResult{Outcome: "superseded", Generation: r.Generation, Version: r.Deployment.Version, Transition: r.Transition.Kind,
+			ExpectedHead: head.Expected().String(), Receipt: filepath.Join(rdir, e.Name()), ReceiptState: "present", Note: note}
+		return res, fail.Errorf(fail.Conflict, "%s: nothing was written; run `kubectl ql3 head` and preflight again from there", note)
+	}
+	return nil, nil
+}
+
+// finish publishes (or verifies, or rebuilds) the receipt of a committed Head.
+func (o *Options) finish(h *Head, rdir, outcome string) (*ApplyResult, error) {
+	r, err := ReceiptFromHead(h)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := receipts.Publish(rdir, r, o.SignKey)
+	if err != nil {
+		return nil, fmt.Errorf("receipt: %w", err)
+	}
+	state := "written"
+	switch {
+	case pub.Replayed && outcome == "replayed":
+		state = "replayed"
+	case !pub.Replayed && outcome == "replayed":
+		state = "rebuilt"
+	}
+	o.say("receipt: %s %s (%s)", pub.Path, state, r.SelfDigest)
+	return &ApplyResult{Outcome: outcome, Generation: h.Generation, Version: h.Current.Version, Transition: h.Transition.Kind,
+		ExpectedHead: h.Expected().String(), Receipt: pub.Path, ReceiptState: state, Retired: h.Retired, Head: h, receipt: r}, nil
+}

@@ -1,0 +1,186 @@
+package envbundle
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// Options are a publisher's or inspector's clients and target.
+type Options struct {
+	// Namespace and Name are the bundle Secret's.
+	Namespace, Name string
+	// Secrets is the Secret client of Namespace (cs.CoreV1().Secrets(ns)).
+	Secrets cas.Client[*corev1.Secret]
+	// Review answers the permission review (cas.NewReview); publish only.
+	Review *cas.Review
+	// Hint ends a missing-permission error (where the least privilege is
+	// printed).
+	Hint string
+	// Say reports progress (never a name or a value); nil is quiet.
+	Say func(format string, args ...any)
+}
+
+// Action is what a publish did.
+type Action string
+
+// The actions of Result.
+const (
+	// Created: the Secret did not exist and now holds the bundle.
+	Created Action = "created"
+	// Updated: the Secret held another bundle at the expected version and
+	// now holds this one.
+	Updated Action = "updated"
+	// Replayed: the Secret already held exactly this bundle; nothing was
+	// written.
+	Replayed Action = "replayed"
+)
+
+// Result is a completed publish: no content, only where and which version.
+type Result struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Action    Action `json:"action"`
+	// ResourceVersion is the Secret's version now: the --expected-version
+	// of the next publish.
+	ResourceVersion string `json:"resourceVersion"`
+	// Settled: the write's answer was lost (or a 409) and reading the
+	// Secret back showed it held exactly this bundle.
+	Settled bool `json:"settled,omitempty"`
+}
+
+func (o *Options) what() string { return "environment bundle Secret " + o.Namespace + "/" + o.Name }
+
+func (o *Options) access(verb, name string) cas.Access {
+	return cas.Access{Verb: verb, Resource: "secrets", Namespace: o.Namespace, Name: name}
+}
+
+// Publish writes b as the bundle Secret (docs/env-bundle.md, "Publishing"):
+// review get; read the Secret; an absent Secret is created, unless
+// expected names a version (conflict: the state it replaces is gone); a
+// present one must be a bundle Secret (Check) — holding exactly b it is a
+// replay and nothing is written, else expected must equal its
+// resourceVersion (conflict otherwise) and it is updated carrying that
+// version; review the write; write through cas.Write (policy Resend: a
+// resent create or update carrying the same version cannot overwrite
+// anyone), every lost answer settled by reading the Secret back.
+func Publish(ctx context.Context, o Options, b *envcarrier.Bundle, expected string) (*Result, error) {
+	what := o.what()
+	if err := cas.Require(ctx, o.Review, []cas.Access{o.access("get", o.Name)}, o.Hint); err != nil {
+		return nil, err
+	}
+	cur, present, err := cas.Read(ctx, o.Secrets, o.Name, what)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Namespace: o.Namespace, Name: o.Name}
+	var desired *corev1.Secret
+	if present {
+		if _, err := Check(cur); err != nil {
+			return nil, err
+		}
+		if Holds(cur, b) {
+			res.Action, res.ResourceVersion = Replayed, cur.ResourceVersion
+			o.say("%s already holds exactly this bundle (version %s): nothing to write", what, cur.ResourceVersion)
+			return res, nil
+		}
+		switch expected {
+		case "":
+			return nil, fail.Errorf(fail.Conflict, "%s already holds another bundle (version %s): to replace it, name the state it replaces with --expected-version %s (as printed by the publish that wrote it or by env-bundle inspect); nothing was written", what, cur.ResourceVersion, cur.ResourceVersion)
+		case cur.ResourceVersion:
+		default:
+			return nil, fail.Errorf(fail.Conflict, "%s is at version %s, not the --expected-version %s: another publish replaced the state you expected; inspect it and decide again; nothing was written", what, cur.ResourceVersion, expected)
+		}
+		desired = SecretFor(o.Namespace, o.Name, b, cur)
+		desired.ResourceVersion = expected
+	} else {
+		if expected != "" {
+			return nil, fail.Errorf(fail.Conflict, "%s does not exist, but --expected-version %s names a state to replace: it was deleted (or never published here); publish without --expected-version to create it; nothing was written", what, expected)
+		}
+		desired = SecretFor(o.Namespace, o.Name, b, nil)
+	}
+	write := o.access("create", "")
+	if present {
+		write = o.access("update", o.Name)
+	}
+	if err := cas.Require(ctx, o.Review, []cas.Access{write}, o.Hint); err != nil {
+		return nil, err
+	}
+	w := cas.Write[*corev1.Secret]{
+		Client: o.Secrets, What: what, Desired: desired, Create: !present, FieldManager: FieldManager,
+		Policy: cas.Resend, Say: o.Say,
+		Validate: func(cur *corev1.Secret, present bool) error {
+			if !present {
+				return nil
+			}
+			_, err := Check(cur)
+			return err
+		},
+		Landed: func(cur *corev1.Secret) bool { return Holds(cur, b) },
+		Describe: func(cur *corev1.Secret, present bool) string {
+			if !present {
+				return "the Secret was deleted"
+			}
+			return fmt.Sprintf("the Secret now holds another bundle (version %s)", cur.ResourceVersion)
+		},
+		Refused: o.refused,
+	}
+	got, err := w.Do(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Action, res.Settled, res.ResourceVersion = Created, got.Settled, got.Object.ResourceVersion
+	if present {
+		res.Action = Updated
+	}
+	o.say("%s: %s at version %s", what, res.Action, res.ResourceVersion)
+	return res, nil
+}
+
+func (o *Options) say(format string, args ...any) {
+	if o.Say != nil {
+		o.Say(format, args...)
+	}
+}
+
+// refused maps a create answered 404 to the missing namespace.
+func (o *Options) refused(op cas.Op, err error) error {
+	if op == cas.OpCreate && apierrors.IsNotFound(err) {
+		return fail.Errorf(fail.Invalid, "namespace %q does not exist: create it first (%v)", o.Namespace, err)
+	}
+	return nil
+}
+
+// Status is what inspect reports: whether the Secret exists and its
+// version, never its content.
+type Status struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Present   bool   `json:"present"`
+	// ResourceVersion is the --expected-version of the next publish
+	// (empty when absent).
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// Inspect reads the bundle Secret once. A present Secret is checked like
+// publish checks it (Check): one that is not a bundle Secret is reported
+// with its version and returned with Check's error (invalid or tamper).
+func Inspect(ctx context.Context, o Options) (*Status, error) {
+	cur, present, err := cas.Read(ctx, o.Secrets, o.Name, o.what())
+	if err != nil {
+		return nil, err
+	}
+	st := &Status{Namespace: o.Namespace, Name: o.Name, Present: present}
+	if !present {
+		return st, nil
+	}
+	st.ResourceVersion = cur.ResourceVersion
+	_, err = Check(cur)
+	return st, err
+}

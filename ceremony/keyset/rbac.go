@@ -1,0 +1,55 @@
+package keyset
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+)
+
+// RoleName names the publisher's Role (one per namespace: it grants the
+// same to every publisher there); its RoleBinding's name adds the
+// subject's hash (cas.BindingName).
+const RoleName = "ql3-keyset-publisher"
+
+// AnnotationNote explains, on the printed Role, what RBAC cannot limit.
+const AnnotationNote = "qinglong.io/note"
+
+// CreateNote is why the Role's create rule names no Secret.
+const CreateNote = "create on secrets cannot be limited by name (a create request has no name in its URL, so RBAC ignores resourceNames for it): this Role lets its holder create any Secret in the namespace; get and update are limited to the ledger and keyset Secrets. Drop the create rule once both Secrets exist."
+
+// Needs lists every permission a publish in ns may use: get and update on
+// the two Secrets by name, and create on Secrets (for the first publish).
+// Publish reviews the gets before reading and only the writes it will make
+// before writing.
+func Needs(ns string) []cas.Access {
+	var out []cas.Access
+	for _, verb := range []string{"get", "update"} {
+		for _, name := range []string{LedgerSecret, KeysetSecret} {
+			out = append(out, cas.Access{Verb: verb, Resource: "secrets", Namespace: ns, Name: name})
+		}
+	}
+	return append(out, cas.Access{Verb: "create", Resource: "secrets", Namespace: ns})
+}
+
+// Subject is whom RBAC binds the Role to (both empty: no binding).
+type Subject = cas.Subject
+
+// RBAC is the least privilege of `keyset publish` in ns: a Role with get
+// and update on the ledger and keyset Secrets by name and create on
+// Secrets, and, for a subject, its RoleBinding.
+func RBAC(ns string, sub Subject) []any {
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: ns, Labels: map[string]string{LabelManagedBy: ManagedBy}, Annotations: map[string]string{AnnotationNote: CreateNote}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{LedgerSecret, KeysetSecret}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		},
+	}
+	out := []any{role}
+	if b := cas.Binding(sub, RoleName, ns, map[string]string{LabelManagedBy: ManagedBy}); b != nil {
+		out = append(out, b)
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package intent
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strconv"
+
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
+)
+
+var integerRE = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
+
+// Parse reads an intent document: at most MaxIntentBytes of UTF-8 JSON,
+// one object with exactly the v1 members, no duplicates, each of its JSON
+// type (strings; generation a plain decimal integer; previousLockDigest a
+// string or null), then Normalize. Errors are fail.Invalid and name the
+// member.
+func Parse(data []byte) (Intent, error) {
+	if len(data) > MaxIntentBytes {
+		return Intent{}, invalidf("document is %d bytes, at most %d are allowed", len(data), MaxIntentBytes)
+	}
+	return parseIntent("intent", data)
+}
+
+func parseIntent(what string, data []byte) (Intent, error) {
+	m, err := object(what, data, members)
+	if err != nil {
+		return Intent{}, err
+	}
+	var in Intent
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{"schema", &in.Schema}, {"clusterIdentity", &in.ClusterIdentity}, {"namespace", &in.Namespace},
+		{"projectId", &in.ProjectID}, {"packageId", &in.PackageID}, {"lockDigest", &in.LockDigest},
+		{"stageReference", &in.StageReference}, {"stageReceiptDigest", &in.StageReceiptDigest},
+		{"adapterEvidenceDigest", &in.AdapterEvidenceDigest}, {"contentDigest", &in.ContentDigest},
+	} {
+		if *f.dst, err = str(f.name, m[f.name]); err != nil {
+			return Intent{}, err
+		}
+	}
+	if in.Generation, err = integer("generation", m["generation"]); err != nil {
+		return Intent{}, err
+	}
+	if raw := m["previousLockDigest"]; !bytes.Equal(raw, []byte("null")) {
+		p, err := str("previousLockDigest", raw)
+		if err != nil {
+			return Intent{}, invalidf("previousLockDigest: write a digest string or null")
+		}
+		in.PreviousLockDigest = &p
+	}
+	return Normalize(in)
+}
+
+// object decodes data as one JSON object whose member names are exactly
+// want (strictjson.Object), its errors invalid input naming what.
+func object(what string, data []byte, want []string) (map[string]json.RawMessage, error) {
+	m, err := strictjson.Object(data, want)
+	if err != nil {
+		return nil, invalidf("%s: %v", what, err)
+	}
+	return m, nil
+}
+
+// str is a JSON string member (not null, not a number).
+func str(name string, raw json.RawMessage) (string, error) {
+	v, ok := strictjson.String(raw)
+	if !ok {
+		return "", invalidf("%s: %s is not a JSON string", name, clip(string(raw)))
+	}
+	return v, nil
+}
+
+// integer is a positive integer member in plain decimal digits, at most
+// MaxGeneration.
+func integer(name string, raw json.RawMessage) (int64, error) {
+	if !integerRE.Match(raw) {
+		return 0, invalidf("%s: %s is not a positive integer written in plain decimal digits", name, clip(raw))
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || n > MaxGeneration {
+		return 0, invalidf("%s: %s is larger than %d (2^53-1)", name, raw, int64(MaxGeneration))
+	}
+	return n, nil
+}

@@ -1,0 +1,69 @@
+package pointer
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
+)
+
+// RolePrefix starts the Role's name: RolePrefix + the pointer's name. The
+// bindings' names add the subject's hash (cas.BindingName).
+const RolePrefix = "ql3-package-"
+
+// ClusterRoleName is the ClusterRole that reads the cluster identity: the
+// same for every pointer, so one name.
+const ClusterRoleName = "ql3-package-cluster-identity"
+
+// AnnotationNote explains, on the printed Role, what RBAC cannot limit.
+const AnnotationNote = "qinglong.io/note"
+
+// CreateNote is why the Role's create rule names no ConfigMap.
+const CreateNote = "create on configmaps cannot be limited by name (a create request has no name in its URL, so RBAC ignores resourceNames for it): this Role lets its holder create any ConfigMap in the namespace; get and update are limited to the package's active pointer. Drop the create rule once generation 1 is active."
+
+// IdentityNote is why the ClusterRole exists (a deviation from ADR-0139's
+// ConfigMap-only role).
+const IdentityNote = "get on the kube-system Namespace only: its UID is the cluster identity every intent names (ADR-0139 grants ConfigMap verbs only; kubectl-ql3 reads the identity itself, docs/package-pointer.md)"
+
+// Needs lists every permission activate of the pointer nm in ns may use;
+// inspect and intent need the two gets.
+func Needs(nm intent.Naming, ns string) []cas.Access {
+	return []cas.Access{identityAccess, access("get", ns, nm.Name), access("update", ns, nm.Name), access("create", ns, "")}
+}
+
+// Subject is whom RBAC binds the roles to (both empty: no binding).
+type Subject = cas.Subject
+
+// RBAC is the least privilege of activating the pointer nm in ns: a Role
+// with get and update on that ConfigMap by name and create on ConfigMaps,
+// a ClusterRole with get on the kube-system Namespace, and, for a
+// subject, their bindings. No list, watch, patch or delete.
+func RBAC(nm intent.Naming, ns string, sub Subject) []any {
+	labels := map[string]string{LabelManagedBy: ManagedBy}
+	rn := RolePrefix + nm.Name
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: rn, Namespace: ns, Labels: labels, Annotations: map[string]string{AnnotationNote: CreateNote}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{nm.Name}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		},
+	}
+	cr := &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName, Labels: labels, Annotations: map[string]string{AnnotationNote: IdentityNote}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
+		},
+	}
+	out := []any{role}
+	if b := cas.Binding(sub, rn, ns, labels); b != nil {
+		out = append(out, b)
+	}
+	out = append(out, cr)
+	if b := cas.Binding(sub, ClusterRoleName, "", labels); b != nil {
+		out = append(out, b)
+	}
+	return out
+}

@@ -1,0 +1,421 @@
+package views
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/pmezard/go-difflib/difflib"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
+)
+
+// DiffSchema names the structured change list.
+const DiffSchema = "qinglong/diff@v1"
+
+// DomainDiff is the digest domain of the change list (docs/head.md,
+// "diffDigest").
+const DomainDiff = "diff"
+
+// Changes of one object.
+const (
+	Created   = "created"
+	Changed   = "changed"
+	Unchanged = "unchanged"
+)
+
+// Secret value markers: a Secret's data and stringData values are replaced
+// by these before anything is compared or printed.
+const (
+	ValueMasked  = "(value)"
+	ValueChanged = "(value changed)"
+)
+
+// LastApplied is the annotation kubectl apply writes; it is removed like
+// kubectl diff removes it (it may hold a copy of every value).
+const LastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// ObjectChange is one object's entry in the change list.
+type ObjectChange struct {
+	Object inventory.Identity `json:"object"`
+	Change string             `json:"change"`
+	// Note says why the "after" side is the rendered object, not the
+	// dry-run result: the object's namespace or CRD comes with the release.
+	Note string `json:"note,omitempty"`
+	// Diff is the unified diff of the masked, normalised live object
+	// ("live/...") and dry-run result ("dry-run/..."); empty when unchanged.
+	Diff string `json:"diff,omitempty"`
+}
+
+// WouldRetire is an object the Head deploys and the release no longer
+// contains: the only transition that can apply the release, retire,
+// deletes it. UID and ResourceVersion are as preflight records them (the
+// object read now); both empty when it is already absent.
+type WouldRetire struct {
+	Object          inventory.Identity `json:"object"`
+	UID             string             `json:"uid,omitempty"`
+	ResourceVersion string             `json:"resourceVersion,omitempty"`
+}
+
+// DiffReport is the structured change list of `kubectl ql3 diff`.
+type DiffReport struct {
+	Schema    string         `json:"schema"`
+	Namespace string         `json:"namespace"`
+	Version   string         `json:"version"`
+	Created   int            `json:"created"`
+	Changed   int            `json:"changed"`
+	Unchanged int            `json:"unchanged"`
+	Objects   []ObjectChange `json:"objects"`
+	// Retire lists, when the namespace has a Head, the objects it deploys
+	// that the release no longer contains (sorted). Not part of Digest:
+	// a retire's preflight record binds them itself, with these UIDs and
+	// resourceVersions.
+	Retire []WouldRetire `json:"retire,omitempty"`
+	// Digest is the diff digest: DigestOf("diff", {schema, objects}).
+	Digest string `json:"digest"`
+	// Render says whether DiffRelease took the objects from the render
+	// cache (progress only; not part of the report).
+	Render inventory.CacheUse `json:"-"`
+}
+
+// HasChanges reports whether any object would be created, changed or
+// retired.
+func (r *DiffReport) HasChanges() bool { return r.Created+r.Changed+len(r.Retire) > 0 }
+
+// DiffDigest is the digest of the change list: the canonical JSON of
+// {"schema": DiffSchema, "objects": objects} under the "diff" domain.
+func DiffDigest(objects []ObjectChange) (string, error) {
+	if objects == nil {
+		objects = []ObjectChange{}
+	}
+	return inventory.DigestOf(DomainDiff, map[string]any{"schema": DiffSchema, "objects": objects})
+}
+
+// Differ is what Diff needs of the cluster: an exact GET and a server-side
+// apply, here only ever with dryRun. deploy.Cluster satisfies it.
+type Differ interface {
+	Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string, force, dryRun bool) (*unstructured.Unstructured, error)
+	Get(ctx context.Context, id inventory.Identity) (*unstructured.Unstructured, error)
+}
+
+// DiffRequest is one diff of a rendered release against the cluster.
+type DiffRequest struct {
+	Objects        []*unstructured.Unstructured // the release's objects (values included)
+	Namespace      string                       // the lock's target namespace
+	Version        string                       // the release version
+	FieldManager   string                       // the lock's field manager
+	ForceConflicts bool
+	Parallelism    int // GET + dry-run pairs in flight (default 16)
+	// DryRun, when not nil, holds each object as a server-side apply
+	// dry-run with the same field manager and force already answered it,
+	// aligned with Objects (preflight --diff passes its own dry-run's);
+	// a nil element is an object that could not be dry-run yet. Only the
+	// live objects are then read.
+	DryRun []*unstructured.Unstructured
+}
+
+// Diff computes the change list: for each object a GET (404: created) and
+// the same server-side apply dry-run preflight makes; both sides are
+// normalised and Secret-masked, then compared. Objects whose namespace or
+// CRD the release itself creates cannot be dry-run yet: they are created,
+// compared against the rendered object, with a note. Per-object failures
+// are returned together, classified.
+func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
+	n := req.Parallelism
+	if n <= 0 {
+		n = 16
+	}
+	releaseNS := map[string]bool{}
+	kinds := map[string]bool{}
+	for _, u := range req.Objects {
+		gvk := u.GroupVersionKind()
+		if gvk.Group == "" && gvk.Kind == "Namespace" {
+			releaseNS[u.GetName()] = true
+		}
+		if gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition" {
+			g, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+			k, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+			kinds[g+"/"+k] = true
+		}
+	}
+	out := make([]ObjectChange, len(req.Objects))
+	errs := make([]error, len(req.Objects))
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i, u := range req.Objects {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var dry *unstructured.Unstructured
+			if req.DryRun != nil {
+				dry = req.DryRun[i]
+			}
+			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", out[i].Object, err))
+		}
+	}
+	if len(failed) > 0 {
+		class := cas.Decisive(cas.OpApply, "diff", failed)
+		return nil, fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written): %v", len(failed), len(req.Objects), failed)
+	}
+	slices.SortFunc(out, func(a, b ObjectChange) int { return inventory.Compare(a.Object, b.Object) })
+	rep := &DiffReport{Schema: DiffSchema, Namespace: req.Namespace, Version: req.Version, Objects: out}
+	for _, o := range out {
+		switch o.Change {
+		case Created:
+			rep.Created++
+		case Changed:
+			rep.Changed++
+		default:
+			rep.Unchanged++
+		}
+	}
+	var err error
+	rep.Digest, err = DiffDigest(out)
+	return rep, err
+}
+
+func diffOne(ctx context.Context, c Differ, req DiffRequest, u, dry *unstructured.Unstructured, releaseNS, kinds map[string]bool) (ObjectChange, error) {
+	id := inventory.Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+	ch := ObjectChange{Object: id}
+	live, err := c.Get(ctx, id)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case meta.IsNoMatchError(err) && kinds[u.GroupVersionKind().Group+"/"+id.Kind]:
+		// The kind comes with this release's CRD and is not served yet:
+		// the object cannot exist either.
+		live = nil
+	case err != nil:
+		return ch, err
+	}
+	after := dry
+	if after == nil {
+		// No dry-run given, or preflight's was deferred (then this one
+		// is too, unless the namespace or CRD appeared meanwhile).
+		var err error
+		if after, err = c.Apply(ctx, u, req.FieldManager, req.ForceConflicts, true); err != nil {
+			notYet := meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
+			if live == nil && notYet && (releaseNS[id.Namespace] || kinds[u.GroupVersionKind().Group+"/"+id.Kind]) {
+				after = u
+				ch.Note = "rendered object: its namespace or CRD is created by this release, so it cannot be dry-run yet"
+			} else {
+				return ch, err
+			}
+		}
+	}
+	var liveObj map[string]any
+	if live != nil {
+		liveObj = live.Object
+	}
+	before, afterM := Mask(id, Normalize(liveObj), Normalize(after.Object))
+	text, err := UnifiedDiff(id, before, afterM)
+	if err != nil {
+		return ch, err
+	}
+	switch {
+	case live == nil:
+		ch.Change = Created
+	case text == "":
+		ch.Change = Unchanged
+	default:
+		ch.Change = Changed
+	}
+	ch.Diff = text
+	return ch, nil
+}
+
+// Normalize returns a deep copy of obj without what the API server
+// populates and kubectl diff removes: metadata.managedFields,
+// resourceVersion, generation, creationTimestamp, uid, selfLink, the
+// last-applied annotation (metadata.annotations removed when that leaves
+// it empty), and status. nil stays nil.
+func Normalize(obj map[string]any) map[string]any {
+	if obj == nil {
+		return nil
+	}
+	out := runtimeDeepCopy(obj)
+	delete(out, "status")
+	if md, ok := out["metadata"].(map[string]any); ok {
+		for _, k := range []string{"managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink"} {
+			delete(md, k)
+		}
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			delete(ann, LastApplied)
+			if len(ann) == 0 {
+				delete(md, "annotations")
+			}
+		}
+	}
+	return out
+}
+
+func runtimeDeepCopy(obj map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
+}
+
+// Mask replaces every value of a Secret's data and stringData (in both
+// sides; either may be nil) by ValueMasked, except that a key present on
+// both sides whose value differs gets ValueChanged on the "after" side.
+// Objects that are not v1 Secrets are returned as they are. The inputs
+// are not modified.
+func Mask(id inventory.Identity, before, after map[string]any) (map[string]any, map[string]any) {
+	if id.APIVersion != "v1" || id.Kind != "Secret" {
+		return before, after
+	}
+	if before != nil {
+		before = runtimeDeepCopy(before)
+	}
+	if after != nil {
+		after = runtimeDeepCopy(after)
+	}
+	for _, field := range []string{"data", "stringData"} {
+		var b, a map[string]any
+		if before != nil {
+			b, _ = before[field].(map[string]any)
+			maskAll(before, field)
+		}
+		if after != nil {
+			a, _ = after[field].(map[string]any)
+			maskAll(after, field)
+		}
+		if a == nil || b == nil {
+			continue
+		}
+		am := after[field].(map[string]any)
+		for k, av := range a {
+			if bv, ok := b[k]; ok && fmt.Sprint(bv) != fmt.Sprint(av) {
+				am[k] = ValueChanged
+			}
+		}
+	}
+	return before, after
+}
+
+// maskAll replaces obj[field] by a map of the same keys, every value
+// ValueMasked; a field that is not a map is replaced by ValueMasked.
+func maskAll(obj map[string]any, field string) {
+	raw, ok := obj[field]
+	if !ok {
+		return
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		obj[field] = ValueMasked
+		return
+	}
+	masked := make(map[string]any, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		masked[k] = ValueMasked
+	}
+	obj[field] = masked
+}
+
+// UnifiedDiff is the unified diff (3 lines of context) of the YAML of
+// before ("live/<identity>") and after ("dry-run/<identity>"); "" when they
+// are equal. A nil side is empty.
+func UnifiedDiff(id inventory.Identity, before, after map[string]any) (string, error) {
+	a, err := toYAML(before)
+	if err != nil {
+		return "", err
+	}
+	b, err := toYAML(after)
+	if err != nil {
+		return "", err
+	}
+	if a == b {
+		return "", nil
+	}
+	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(a), B: difflib.SplitLines(b),
+		FromFile: "live/" + id.String(), ToFile: "dry-run/" + id.String(), Context: 3,
+	})
+}
+
+func toYAML(obj map[string]any) (string, error) {
+	if obj == nil {
+		return "", nil
+	}
+	out, err := yaml.Marshal(obj)
+	return string(out), err
+}
+
+// The ceremony's cluster is a Differ: preflight --diff and kubectl ql3
+// diff read through the same client as the dry-run step.
+var _ Differ = deploy.Cluster(nil)
+
+// DiffRelease renders the release directory dir (or takes its render
+// from cache, exactly as preflight does: docs/render-cache.md; nil cache:
+// always render), verifies it against its lock, checks that c is the lock's cluster (a wrong --context is invalid
+// input, as in preflight) and diffs it. The lock's field manager is used.
+// When the lock's namespace has a Head (read and validated as every
+// command does: a tampered one is tamper), the objects it deploys that the
+// release does not contain are listed in Retire.
+func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem, dir string, opts inventory.Options, cache *rendercache.Cache, force bool, parallelism int) (*DiffReport, error) {
+	opts.Mapper = c.Mapper()
+	rel, lock, use, err := inventory.LoadReleaseCached(fsys, dir, opts, cache)
+	if err != nil {
+		return nil, err
+	}
+	id, err := deploy.ReadClusterIdentity(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if id != lock.Target.ClusterIdentity {
+		return nil, fail.Errorf(fail.Invalid, "cluster identity %s does not match the lock's target.clusterIdentity %s: wrong --context?", id, lock.Target.ClusterIdentity)
+	}
+	rep, err := Diff(ctx, c, DiffRequest{
+		Objects: rel.Objects, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
+		FieldManager: lock.Tool.FieldManager, ForceConflicts: force, Parallelism: parallelism,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep.Render = use
+	h, err := deploy.ReadHead(ctx, c, lock.Target.Namespace)
+	if err != nil || h == nil {
+		return rep, err
+	}
+	rep.Retire, err = WouldBeRetired(ctx, c, inventory.Missing(h.Current.Inventory, rel.Inventory))
+	return rep, err
+}
+
+// WouldBeRetired reads each of ids (GET) as a retire's preflight records
+// it: UID and resourceVersion, or neither when the object or its kind is
+// gone (404, or the kind no longer served). Any other failure is returned,
+// classified: an object that could not be read is never called absent.
+func WouldBeRetired(ctx context.Context, c Differ, ids []inventory.Identity) ([]WouldRetire, error) {
+	out := make([]WouldRetire, 0, len(ids))
+	for _, id := range ids {
+		w := WouldRetire{Object: id}
+		u, err := c.Get(ctx, id)
+		switch {
+		case err == nil:
+			w.UID, w.ResourceVersion = string(u.GetUID()), u.GetResourceVersion()
+		case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		default:
+			return nil, cas.Classify(cas.OpRead, "diff: read "+id.String(), err)
+		}
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b WouldRetire) int { return inventory.Compare(a.Object, b.Object) })
+	return out, nil
+}

@@ -1,0 +1,182 @@
+package views
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// HistoryEntry is one receipt's row of kubectl ql3 history.
+type HistoryEntry struct {
+	Generation  int64  `json:"generation"`
+	Transition  string `json:"transition"`
+	Version     string `json:"version"`
+	When        string `json:"when"` // the receipt file's modification time (not bound by any digest)
+	ToolVersion string `json:"toolVersion"`
+	Inventory   int    `json:"inventory"`
+	// Added and Retired compare the inventory with the previous
+	// generation's receipt (by group, kind, namespace and name); nil when
+	// that receipt is not here (PreviousKnown false).
+	Added         []inventory.Identity `json:"added,omitempty"`
+	Retired       []inventory.Identity `json:"retired,omitempty"`
+	PreviousKnown bool                 `json:"previousKnown"`
+	Signature     string               `json:"signature"` // none | unverified | verified | invalid (receipt audit)
+	SignatureKey  string               `json:"signatureKey,omitempty"`
+	File          string               `json:"file"`
+	SelfDigest    string               `json:"selfDigest"`
+	Verdict       string               `json:"verdict"`
+	// Reasons are the audit's, for a receipt that failed it (as
+	// kubectl ql3 receipt audit reports them).
+	Reasons []string `json:"reasons,omitempty"`
+	AtHead  bool     `json:"atHead,omitempty"`
+}
+
+// HeadMark is where the cluster's Head is (history -n).
+type HeadMark struct {
+	Namespace  string `json:"namespace"`
+	Generation int64  `json:"generation"`
+	Phase      string `json:"phase"`
+	// MissingLocally are committed generations up to the Head's (those
+	// it has passed, and its own once committed) whose receipt is not in
+	// the directory.
+	MissingLocally []int64 `json:"missingLocally,omitempty"`
+	// Marked says whether a row is the Head's own receipt.
+	Marked bool `json:"marked"`
+	// Mismatches are local receipts that are not the ones the Head
+	// records (its own receipt, or its previousReceiptDigest).
+	Mismatches []string `json:"mismatches,omitempty"`
+}
+
+// HistoryReport is what `kubectl ql3 history` prints.
+type HistoryReport struct {
+	Dir     string `json:"dir"`
+	Verdict string `json:"verdict"` // receipt audit's verdict, FAIL also when the Head flags a gap
+	// Chain is receipt audit's chain verdict, FAIL also (with the reason)
+	// when the Head shows a receipt missing or different here.
+	Chain   receipts.ChainVerdict `json:"chain"`
+	Entries []HistoryEntry        `json:"entries"`
+	Head    *HeadMark             `json:"head,omitempty"`
+	Note    string                `json:"note"`
+}
+
+// Err is the report's exit class: nil when the chain and every receipt
+// verify (and, with a Head, none it passed is missing or different);
+// tamper (5) otherwise, as kubectl ql3 receipt audit.
+func (r *HistoryReport) Err() error {
+	if r.Verdict == receipts.VerdictOK {
+		return nil
+	}
+	why := slices.Clone(r.Chain.Reasons)
+	for _, e := range r.Entries {
+		if e.Verdict != receipts.VerdictOK {
+			why = append(why, fmt.Sprintf("%s: %s", filepath.Base(e.File), strings.Join(e.Reasons, "; ")))
+		}
+	}
+	return fail.Errorf(fail.Tamper, "history %s: the receipt chain does not verify: %s (fetch the missing receipts from where apply published them, or audit with kubectl ql3 receipt audit)", r.Dir, strings.Join(why, "; "))
+}
+
+// History lists the receipts of dir, verified first with receipts.Audit
+// (a broken chain is reported in the report and by Err, never hidden).
+// Every row shows what the audit read and verified: each receipt file is
+// read once, bounded, by the audit, and nothing is read again. With head
+// (read from the cluster by the caller), the Head's generation is marked
+// and a committed generation up to the Head's that dir lacks (or holds a
+// different receipt of) fails the chain. An unreadable or empty directory
+// is invalid input.
+func History(dir string, head *deploy.Head, ns string) (*HistoryReport, error) {
+	audit, err := receipts.Audit([]string{dir}, receipts.AuditOptions{})
+	if err != nil {
+		return nil, err
+	}
+	rep := &HistoryReport{Dir: dir, Verdict: audit.Verdict, Chain: audit.Chain, Note: receipts.OfflineNote}
+	byGen := map[int64]*receipts.Receipt{}
+	for _, row := range audit.Receipts {
+		e := HistoryEntry{File: row.File, Generation: row.Generation, Transition: row.Transition, Version: row.Version,
+			SelfDigest: row.SelfDigest, Signature: row.Signature, SignatureKey: row.SignatureKey, Verdict: row.Verdict,
+			Reasons: row.Reasons}
+		if fi, err := os.Stat(row.File); err == nil {
+			e.When = fi.ModTime().UTC().Format(time.RFC3339)
+		}
+		if r := row.Receipt; r != nil {
+			e.ToolVersion, e.Inventory = r.Tool.Version, len(r.Inventory)
+			if _, dup := byGen[r.Generation]; !dup {
+				byGen[r.Generation] = r
+			}
+		}
+		rep.Entries = append(rep.Entries, e)
+	}
+	for i := range rep.Entries {
+		e := &rep.Entries[i]
+		cur, prev := byGen[e.Generation], byGen[e.Generation-1]
+		switch {
+		case cur == nil:
+		case e.Generation == 1:
+			e.PreviousKnown, e.Added = true, cur.Inventory
+		case prev != nil:
+			e.PreviousKnown = true
+			e.Added = inventory.Missing(cur.Inventory, prev.Inventory)
+			e.Retired = inventory.Missing(prev.Inventory, cur.Inventory)
+		}
+	}
+	if head != nil {
+		rep.Head = markHead(rep, head, ns, byGen)
+	}
+	slices.SortStableFunc(rep.Entries, func(a, b HistoryEntry) int {
+		return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.File, b.File))
+	})
+	return rep, nil
+}
+
+// markHead marks the Head's receipt among rep's entries and fails the
+// chain (with a reason each) for every committed generation up to the
+// Head's whose receipt is not here, and for every receipt here that is
+// not the one the Head records.
+func markHead(rep *HistoryReport, h *deploy.Head, ns string, byGen map[int64]*receipts.Receipt) *HeadMark {
+	m := &HeadMark{Namespace: ns, Generation: h.Generation, Phase: h.Phase}
+	last := h.Generation - 1
+	if h.Phase == deploy.PhaseCommitted {
+		last = h.Generation
+		if want, err := deploy.ReceiptFromHead(h); err == nil {
+			if r := byGen[h.Generation]; r != nil && r.SelfDigest != want.SelfDigest {
+				m.Mismatches = append(m.Mismatches, fmt.Sprintf("the receipt of generation %d here is %s, but the Head's is %s", h.Generation, r.SelfDigest, want.SelfDigest))
+			}
+		}
+	}
+	if h.Generation > 1 {
+		if r := byGen[h.Generation-1]; r != nil && r.SelfDigest != h.PreviousReceiptDigest {
+			m.Mismatches = append(m.Mismatches, fmt.Sprintf("the receipt of generation %d here is %s, but the Head records previousReceiptDigest %s", h.Generation-1, r.SelfDigest, h.PreviousReceiptDigest))
+		}
+	}
+	var why []string
+	for g := int64(1); g <= last; g++ {
+		if byGen[g] != nil {
+			continue
+		}
+		m.MissingLocally = append(m.MissingLocally, g)
+		if g == h.Generation {
+			why = append(why, fmt.Sprintf("generation %d, at which the Head is committed, has no receipt here", g))
+		} else {
+			why = append(why, fmt.Sprintf("generation %d, which the Head has passed (it is at generation %d), has no receipt here", g, h.Generation))
+		}
+	}
+	why = append(why, m.Mismatches...)
+	if len(why) > 0 {
+		rep.Verdict, rep.Chain.Verdict = receipts.VerdictFail, receipts.VerdictFail
+		rep.Chain.Reasons = append(rep.Chain.Reasons, why...)
+	}
+	for i := range rep.Entries {
+		if rep.Entries[i].Generation == h.Generation && byGen[h.Generation] != nil && rep.Entries[i].SelfDigest == byGen[h.Generation].SelfDigest {
+			rep.Entries[i].AtHead, m.Marked = true, true
+		}
+	}
+	return m
+}

@@ -1,0 +1,344 @@
+package views
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// Object states of kubectl ql3 status, worst first.
+const (
+	StateMissing    = "missing"     // the object is gone (never recreated here)
+	StateDrifted    = "drifted"     // another field manager owns fields the deployer applied, or fields it applied are gone
+	StateNotCurrent = "not-current" // kstatus says the object is not Current
+	StateInSync     = "in-sync"
+)
+
+// FieldDrift is one field another manager now owns.
+type FieldDrift struct {
+	Field       string `json:"field"`
+	Manager     string `json:"manager"`
+	Operation   string `json:"operation"`
+	Subresource string `json:"subresource,omitempty"`
+	Time        string `json:"time,omitempty"`
+}
+
+// ObjectStatus is one inventory object's row.
+type ObjectStatus struct {
+	Object  inventory.Identity `json:"object"`
+	State   string             `json:"state"`
+	Status  string             `json:"status,omitempty"` // kstatus, when present
+	Message string             `json:"message,omitempty"`
+	Drift   []FieldDrift       `json:"drift,omitempty"`
+	// Removed are fields the release sets that the live object lacks
+	// (see Removed); only when the release was given.
+	Removed []string `json:"removed,omitempty"`
+}
+
+// Applying describes a Head left applying: who holds it and what resume
+// would do.
+type Applying struct {
+	MutationID      string `json:"mutationId"`
+	Transition      string `json:"transition"`
+	Version         string `json:"version"`
+	PreflightDigest string `json:"preflightDigest"`
+	Since           string `json:"since,omitempty"` // the Head's last write, from its managedFields
+	Resume          string `json:"resume"`
+}
+
+// StatusReport is what `kubectl ql3 status` prints.
+type StatusReport struct {
+	Namespace    string    `json:"namespace"`
+	Generation   int64     `json:"generation"`
+	Phase        string    `json:"phase"`
+	Transition   string    `json:"transition"`
+	Version      string    `json:"version"`
+	FieldManager string    `json:"fieldManager"`
+	Applying     *Applying `json:"applying,omitempty"`
+	InSync       bool      `json:"inSync"`
+	Missing      int       `json:"missing"`
+	Drifted      int       `json:"drifted"`
+	NotCurrent   int       `json:"notCurrent"`
+	// ValuesCompared says whether the release the Head deployed was given
+	// and each object compared with it (fields another client removed
+	// are only seen then).
+	ValuesCompared bool           `json:"valuesCompared"`
+	Objects        []ObjectStatus `json:"objects"`
+}
+
+// Applied is the release the Head deployed, for Status to compare the live
+// objects with: its lock digest (checked against the Head's) and its
+// rendered objects.
+type Applied struct {
+	LockDigest string
+	Objects    []*unstructured.Unstructured
+}
+
+// Err is the exit class of the report (docs: README "kubectl ql3 status"):
+// nil when the Head is committed and every object is present, in sync and
+// Current; conflict (3) when an object is missing or drifted or the Head is
+// left applying; unavailable (4) when the only finding is objects not yet
+// Current (retry later).
+func (r *StatusReport) Err() error {
+	switch {
+	case r.Applying != nil:
+		// First: objects of an applying transition not yet applied show as
+		// missing, and what to do is resume, not investigate drift.
+		return fail.Errorf(fail.Conflict, "status %s: the Head is applying generation %d under mutation %s: %s", r.Namespace, r.Generation, r.Applying.MutationID, r.Applying.Resume)
+	case r.Missing > 0 || r.Drifted > 0:
+		return fail.Errorf(fail.Conflict, "status %s: %d missing, %d drifted, %d not Current of %d objects: investigate before the next preflight (its dry-run reports drifted fields as conflicts; --force-conflicts takes them over)", r.Namespace, r.Missing, r.Drifted, r.NotCurrent, len(r.Objects))
+	case r.NotCurrent > 0:
+		return fail.Errorf(fail.Unavailable, "status %s: %d of %d objects are not Current yet: retry later", r.Namespace, r.NotCurrent, len(r.Objects))
+	}
+	return nil
+}
+
+// Status reads the committed (or applying) Head of namespace ns and GETs
+// every object of its inventory (no LIST): present, missing, drifted (by
+// managedFields, see Drift; with applied, also fields the release sets
+// that are gone, see Removed) and kstatus. It writes nothing. No Head is
+// invalid input; a tampered Head is tamper (5), as kubectl ql3 head;
+// applied of another deployment than the Head's is invalid input.
+func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, applied *Applied) (*StatusReport, error) {
+	if parallelism <= 0 {
+		parallelism = 16
+	}
+	what := "head " + ns + "/" + deploy.HeadName
+	cm, present, err := cas.Read(ctx, c.Heads(ns), deploy.HeadName, what)
+	if err != nil {
+		return nil, err
+	}
+	if !present {
+		return nil, fail.Errorf(fail.Invalid, "%s: absent: nothing is deployed in namespace %q (wrong -n?)", what, ns)
+	}
+	h, err := deploy.ParseHeadConfigMap(cm)
+	if err != nil {
+		return nil, err
+	}
+	id, err := deploy.ReadClusterIdentity(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if h.Target.ClusterIdentity != id {
+		return nil, fail.Errorf(fail.Tamper, "%s: target.clusterIdentity %s names another cluster than the one it was read from (%s): a Head copied between clusters is never trusted; investigate", what, h.Target.ClusterIdentity, id)
+	}
+	byKey, err := appliedObjects(applied, h)
+	if err != nil {
+		return nil, err
+	}
+	rep := &StatusReport{
+		Namespace: ns, Generation: h.Generation, Phase: h.Phase, Transition: h.Transition.Kind,
+		Version: h.Current.Version, FieldManager: h.Tool.FieldManager, ValuesCompared: applied != nil,
+	}
+	if h.Phase == deploy.PhaseApplying {
+		rep.Applying = &Applying{
+			MutationID: h.Transition.MutationID, Transition: h.Transition.Kind, Version: h.Current.Version,
+			PreflightDigest: h.Transition.PreflightDigest,
+			Resume: fmt.Sprintf("resume would take generation %d over under a new mutation id, re-apply its %d objects (%s %s) with field manager %s, converge and commit; run `kubectl ql3 resume --preflight FILE` with the preflight record whose selfDigest is %s, once no apply is running",
+				h.Generation, h.Current.InventoryCount, h.Transition.Kind, h.Current.Version, h.Tool.FieldManager, h.Transition.PreflightDigest),
+		}
+		for _, mf := range cm.ManagedFields {
+			if mf.Manager == deploy.HeadFieldManager && mf.Time != nil {
+				rep.Applying.Since = mf.Time.UTC().Format(time.RFC3339)
+			}
+		}
+	}
+	rep.Objects = make([]ObjectStatus, len(h.Current.Inventory))
+	sem := make(chan struct{}, parallelism)
+	var wg sync.WaitGroup
+	errs := make([]error, len(h.Current.Inventory))
+	for i, oid := range h.Current.Inventory {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rep.Objects[i], errs[i] = objectStatus(ctx, c, oid, h.Tool.FieldManager, byKey[oid.Key()])
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, cas.Classify(cas.OpRead, h.Current.Inventory[i].String(), err))
+		}
+	}
+	if len(failed) > 0 {
+		class := fail.Unavailable
+		for _, err := range failed {
+			if fail.ClassOf(err) == fail.Invalid {
+				class = fail.Invalid
+			}
+		}
+		return nil, fail.Errorf(class, "status %s: %d of %d objects could not be read: %v", ns, len(failed), len(errs), failed)
+	}
+	for _, o := range rep.Objects {
+		switch o.State {
+		case StateMissing:
+			rep.Missing++
+		case StateDrifted:
+			rep.Drifted++
+		}
+		if o.Status != "" && o.Status != status.CurrentStatus.String() {
+			rep.NotCurrent++
+		}
+	}
+	rep.InSync = rep.Missing+rep.Drifted+rep.NotCurrent == 0 && rep.Applying == nil
+	return rep, nil
+}
+
+// appliedObjects indexes applied's objects by key, after checking that
+// they are the Head's deployment: the same lock, and every object of the
+// Head's inventory among them.
+func appliedObjects(applied *Applied, h *deploy.Head) (map[inventory.Key]*unstructured.Unstructured, error) {
+	if applied == nil {
+		return nil, nil
+	}
+	if applied.LockDigest != h.Current.LockDigest {
+		return nil, fail.Errorf(fail.Invalid, "--release: its lock %s is not the lock %s of the Head's deployment (generation %d, %s %s): give the release directory the Head deployed", applied.LockDigest, h.Current.LockDigest, h.Generation, h.Transition.Kind, h.Current.Version)
+	}
+	out := make(map[inventory.Key]*unstructured.Unstructured, len(applied.Objects))
+	for _, u := range applied.Objects {
+		out[inventory.Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}.Key()] = u
+	}
+	for _, id := range h.Current.Inventory {
+		if out[id.Key()] == nil {
+			return nil, fail.Errorf(fail.Invalid, "--release: %s of the Head's inventory is not in the release", id)
+		}
+	}
+	return out, nil
+}
+
+func objectStatus(ctx context.Context, c deploy.Cluster, id inventory.Identity, fm string, applied *unstructured.Unstructured) (ObjectStatus, error) {
+	st := ObjectStatus{Object: id}
+	u, err := c.Get(ctx, id)
+	if apierrors.IsNotFound(err) {
+		st.State, st.Message = StateMissing, "deleted by someone: not recreated (the next upgrade or rollback applies it again)"
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	res, err := status.Compute(u)
+	if err != nil {
+		return st, fail.Errorf(fail.Invalid, "%s: kstatus: %v", id, err)
+	}
+	st.Status, st.Message = res.Status.String(), res.Message
+	if st.Drift, err = Drift(u, fm); err != nil {
+		return st, fmt.Errorf("%s: managedFields: %w", id, err)
+	}
+	if applied != nil {
+		if st.Removed, err = Removed(id, applied.Object, u.Object, u.GetManagedFields(), fm); err != nil {
+			return st, err
+		}
+	}
+	switch {
+	case len(st.Drift) > 0 || len(st.Removed) > 0:
+		st.State = StateDrifted
+	case res.Status != status.CurrentStatus:
+		st.State = StateNotCurrent
+	default:
+		st.State = StateInSync
+	}
+	return st, nil
+}
+
+// Drift lists the fields of u owned by a field manager other than fm (the
+// deployer's) and other than the Head's, that fm does not own as well
+// (a field both own has the deployer's value), excluding:
+//   - managedFields entries of the status subresource, and fields under .status;
+//   - fields under .metadata other than .metadata.labels and .metadata.annotations;
+//   - labels and annotations whose key prefix is a Kubernetes domain
+//     (kubernetes.io/, *.kubernetes.io/, k8s.io/, *.k8s.io/): Kubernetes
+//     itself writes them (kubernetes.io/metadata.name on a Namespace,
+//     deployment.kubernetes.io/revision on a Deployment).
+//
+// Server-side apply moves a field's ownership to whoever last set it to
+// another value, so a field the deployer applied and someone else has
+// changed since (kubectl edit, kubectl scale, another applier with
+// --force-conflicts) shows up here; so does a field someone else added.
+// The list is sorted by field, then manager.
+func Drift(u *unstructured.Unstructured, fm string) ([]FieldDrift, error) {
+	ours := map[string]bool{}
+	mfs := u.GetManagedFields()
+	for _, mf := range mfs {
+		if mf.Manager != fm || mf.FieldsV1 == nil {
+			continue
+		}
+		paths, err := OwnedFields(mf.FieldsV1.Raw)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			ours[p] = true
+		}
+	}
+	var out []FieldDrift
+	for _, mf := range mfs {
+		if mf.Manager == fm || mf.Manager == deploy.HeadFieldManager || mf.Subresource == "status" || mf.FieldsV1 == nil {
+			continue
+		}
+		paths, err := OwnedFields(mf.FieldsV1.Raw)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			if ours[p] || !driftRelevant(p) {
+				continue
+			}
+			d := FieldDrift{Field: p, Manager: mf.Manager, Operation: string(mf.Operation), Subresource: mf.Subresource}
+			if mf.Time != nil {
+				d.Time = mf.Time.UTC().Format(time.RFC3339)
+			}
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b FieldDrift) int {
+		if c := strings.Compare(a.Field, b.Field); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Manager, b.Manager)
+	})
+	return out, nil
+}
+
+// driftRelevant is the path filter of Drift.
+func driftRelevant(p string) bool {
+	switch {
+	case p == ".status" || strings.HasPrefix(p, ".status.") || strings.HasPrefix(p, ".status["):
+		return false
+	case strings.HasPrefix(p, ".metadata.labels."):
+		return !isKubernetesDomain(strings.TrimPrefix(p, ".metadata.labels."))
+	case strings.HasPrefix(p, ".metadata.annotations."):
+		return !isKubernetesDomain(strings.TrimPrefix(p, ".metadata.annotations."))
+	case p == ".metadata" || strings.HasPrefix(p, ".metadata.") || strings.HasPrefix(p, ".metadata["):
+		return false
+	}
+	return true
+}
+
+// isKubernetesDomain reports whether an annotation key's prefix is a
+// Kubernetes domain (kubernetes.io, k8s.io, or a subdomain of either).
+func isKubernetesDomain(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	for _, d := range []string{"kubernetes.io", "k8s.io"} {
+		if prefix == d || strings.HasSuffix(prefix, "."+d) {
+			return true
+		}
+	}
+	return false
+}

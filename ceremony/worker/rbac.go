@@ -1,0 +1,110 @@
+package worker
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+)
+
+// RoleName names the Role in the stage namespace and the ClusterRole: they
+// grant the same to every Worker. The Role in the Worker's namespace names
+// its Deployment (DeploymentRoleName); bindings add the subject's hash
+// (cas.BindingName).
+const RoleName = "ql3-worker-credential-publisher"
+
+// DeploymentRoleName names the Role in the Worker's namespace, whose rules
+// name the Deployment: RoleName + ":" + deployment. Invalid when too long
+// for its binding's name (cas.MaxRoleName).
+func DeploymentRoleName(deployment string) (string, error) {
+	n := RoleName + ":" + deployment
+	if err := cas.CheckRoleName("--deployment", n); err != nil {
+		return "", err
+	}
+	return n, nil
+}
+
+// AnnotationNote explains, on a printed Role, what RBAC cannot limit.
+const AnnotationNote = "qinglong.io/note"
+
+// Notes printed on the Roles.
+const (
+	CreateNote = "create on secrets cannot be limited by name (a create has no name in its URL): the holder can create any Secret in this namespace; get and update are limited to " + delivery.SecretName + ", nothing is granted on " + delivery.IdentitySecret + "."
+	StageNote  = "list on secrets cannot be limited by name or label, and a stage's name is chosen per delivery: this namespace must hold stage Secrets only, never the Worker's Secrets (the stage cap counts stages with a list)."
+)
+
+// Subject is whom the bindings name (both empty: no bindings).
+type Subject = cas.Subject
+
+// Needs lists every permission stage, publish and discard-stage use.
+func Needs(ns, stageNS, deployment string) []cas.Access {
+	return []cas.Access{
+		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: ns, Name: deployment},
+		{Verb: "update", Group: "apps", Resource: "deployments", Namespace: ns, Name: deployment},
+		{Verb: "get", Resource: "secrets", Namespace: ns, Name: delivery.SecretName},
+		{Verb: "update", Resource: "secrets", Namespace: ns, Name: delivery.SecretName},
+		{Verb: "create", Resource: "secrets", Namespace: ns},
+		{Verb: "get", Resource: "secrets", Namespace: stageNS},
+		{Verb: "list", Resource: "secrets", Namespace: stageNS},
+		{Verb: "create", Resource: "secrets", Namespace: stageNS},
+		{Verb: "delete", Resource: "secrets", Namespace: stageNS},
+		{Verb: "get", Resource: "namespaces", Name: "kube-system"},
+	}
+}
+
+// RBAC is the least privilege of the worker commands for Deployment
+// deployment in ns with stages in stageNS (docs/worker.md, "worker rbac"):
+// in ns, get/update on the credential Secret and the Deployment by name
+// and create on Secrets; in stageNS, get/list/create/delete on Secrets;
+// cluster-wide, get on the kube-system Namespace (the cluster identity).
+// No patch, watch, Deployment create/delete, pods/exec, and nothing on
+// ql3-worker-identity. stageNS must differ from ns: the stage rules cannot
+// be limited by name, and in ns they would reach the identity Secret.
+func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
+	if err := CheckStageNamespace(ns, stageNS); err != nil {
+		return nil, err
+	}
+	depRole, err := DeploymentRoleName(deployment)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{LabelManagedBy: ManagedBy}
+	meta := func(name, n, note string) metav1.ObjectMeta {
+		m := metav1.ObjectMeta{Name: name, Namespace: n, Labels: labels}
+		if note != "" {
+			m.Annotations = map[string]string{AnnotationNote: note}
+		}
+		return m
+	}
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: meta(depRole, ns, CreateNote),
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{delivery.SecretName}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "update"}, ResourceNames: []string{deployment}},
+		},
+	}
+	stage := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: meta(RoleName, stageNS, StageNote),
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}},
+		},
+	}
+	cluster := &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Labels: labels},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{"kube-system"}},
+		},
+	}
+	out := []any{role, stage, cluster}
+	for _, r := range []struct{ name, ns string }{{depRole, ns}, {RoleName, stageNS}, {RoleName, ""}} { // the two Roles, then the ClusterRole
+		if b := cas.Binding(sub, r.name, r.ns, labels); b != nil {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}

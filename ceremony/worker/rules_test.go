@@ -1,0 +1,152 @@
+package worker
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+func workerDeployment() *appsv1.Deployment {
+	one := int32(1)
+	lbl := map[string]string{RoleLabel: RoleValue}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: depName, Namespace: "ns", Labels: lbl, ResourceVersion: "7"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one, Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl, Annotations: map[string]string{"keep": "me"}},
+				Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "sources", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+					{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: delivery.SecretName}, Items: []corev1.KeyToPath{{Key: delivery.SecretKey, Path: "t"}}}},
+				}}}}}},
+			},
+		},
+	}
+}
+
+func TestCheckDeployment(t *testing.T) {
+	two := int32(2)
+	now := metav1.Now()
+	for _, c := range []struct {
+		name string
+		edit func(*appsv1.Deployment)
+		want string
+	}{
+		{"valid", func(*appsv1.Deployment) {}, ""},
+		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = &two }, "spec.replicas"},
+		{"replicas unset", func(d *appsv1.Deployment) { d.Spec.Replicas = nil }, "spec.replicas"},
+		{"rolling", func(d *appsv1.Deployment) { d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType }, "Recreate"},
+		{"label", func(d *appsv1.Deployment) { d.Spec.Template.Labels = nil }, "label"},
+		{"deleting", func(d *appsv1.Deployment) { d.DeletionTimestamp = &now }, "being deleted"},
+		{"other secret", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes[0].Projected.Sources[0].Secret.Name = "other"
+		}, "no projected volume"},
+		{"other key", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes[0].Projected.Sources[0].Secret.Items[0].Key = "tls.key"
+		}, "no projected volume"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := workerDeployment()
+			c.edit(d)
+			err := CheckDeployment(d, "dep")
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want invalid naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Stamped adds the five annotations and changes nothing else.
+func TestStamped(t *testing.T) {
+	d := workerDeployment()
+	want := delivery.Stamp{}
+	for i, k := range delivery.Annotations {
+		want[k] = string(rune('a' + i))
+	}
+	got := Stamped(d, want)
+	if !delivery.Carries(got.Spec.Template.Annotations, want) || got.Spec.Template.Annotations["keep"] != "me" || got.ResourceVersion != "7" {
+		t.Fatalf("stamped: %+v", got.Spec.Template.Annotations)
+	}
+	for _, k := range delivery.Annotations {
+		delete(got.Spec.Template.Annotations, k)
+	}
+	a, _ := json.Marshal(d)
+	b, _ := json.Marshal(got)
+	if string(a) != string(b) {
+		t.Fatalf("more than the five annotations changed:\n%s\n%s", a, b)
+	}
+	if _, ok := d.Spec.Template.Annotations[delivery.AnnotationDeliveryID]; ok {
+		t.Fatal("Stamped changed its input")
+	}
+}
+
+// The least privilege: nothing on the identity Secret, no patch or watch,
+// no Deployment create or delete, no pods; stages in their own namespace.
+func TestRBAC(t *testing.T) {
+	if _, err := RBAC("ns", "ns", depName, Subject{}); !fail.Is(err, fail.Invalid) {
+		t.Fatalf("stage namespace = Worker namespace: %v", err)
+	}
+	objs, err := RBAC("ns", "stages", depName, Subject{User: "u", Group: "g"})
+	if err != nil || len(objs) != 6 {
+		t.Fatalf("%d objects, %v", len(objs), err)
+	}
+	for _, o := range objs {
+		var rules []rbacv1.PolicyRule
+		switch v := o.(type) {
+		case *rbacv1.Role:
+			rules = v.Rules
+		case *rbacv1.ClusterRole:
+			rules = v.Rules
+		}
+		for _, r := range rules {
+			for _, verb := range r.Verbs {
+				if verb == "patch" || verb == "watch" || verb == "*" || verb == "deletecollection" {
+					t.Fatalf("verb %s in %+v", verb, r)
+				}
+			}
+			if slices.Contains(r.ResourceNames, delivery.IdentitySecret) || slices.Contains(r.Resources, "pods") || slices.Contains(r.Resources, "pods/exec") {
+				t.Fatalf("rule %+v", r)
+			}
+			if slices.Contains(r.Resources, "deployments") && (slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "delete") || len(r.ResourceNames) != 1) {
+				t.Fatalf("deployment rule %+v", r)
+			}
+		}
+	}
+	role := objs[0].(*rbacv1.Role)
+	for _, r := range role.Rules {
+		if slices.Contains(r.Verbs, "list") || (slices.Contains(r.Verbs, "get") && len(r.ResourceNames) == 0) {
+			t.Fatalf("the Worker namespace's Role can read unnamed Secrets: %+v", r)
+		}
+	}
+}
+
+// The Role in the Worker's namespace names its Deployment (another
+// Worker's print must not replace it); a name too long to bind is invalid
+// input naming --deployment.
+func TestRBACRoleNames(t *testing.T) {
+	a, _ := RBAC("ns", "stages", "worker-a", Subject{User: "u"})
+	b, _ := RBAC("ns", "stages", "worker-b", Subject{User: "u"})
+	if ra, rb := a[0].(*rbacv1.Role).Name, b[0].(*rbacv1.Role).Name; ra != RoleName+":worker-a" || ra == rb {
+		t.Fatalf("Roles in the Worker namespace: %q and %q", ra, rb)
+	}
+	if ba, bb := a[3].(*rbacv1.RoleBinding), b[3].(*rbacv1.RoleBinding); ba.Name == bb.Name || ba.RoleRef.Name != a[0].(*rbacv1.Role).Name {
+		t.Fatalf("RoleBindings %q and %q", ba.Name, bb.Name)
+	}
+	if _, err := RBAC("ns", "stages", strings.Repeat("a", 253), Subject{}); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "--deployment") {
+		t.Fatalf("a Deployment name too long for its Role: %v", err)
+	}
+}
