@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// operationFixture is a fixture of audits/operation.
+// operationFixture is a fixture of ceremony/operation.
 func operationFixture(name string) string {
 	return filepath.Join("..", "ceremony", "operation", "testdata", name)
 }

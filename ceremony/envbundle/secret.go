@@ -1,5 +1,5 @@
 // Package envbundle publishes an environment bundle
-// (qinglong/environment-bundle@v1, formats/envcarrier) as one Secret
+// (qinglong/environment-bundle@v1, ceremony/envbundle/envcarrier) as one Secret
 // through the cas kernel, inspects it, and states the least privilege of
 // publishing it (docs/env-bundle.md, "Publishing").
 //

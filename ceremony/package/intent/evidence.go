@@ -22,7 +22,7 @@ type StageEvidence struct {
 // evidence equal to the intent's stage fields, or an error of class
 // fail.Unavailable (the evidence cannot be read; rerunning is safe),
 // fail.Conflict (the evidence differs from the intent) or fail.Invalid
-// (bad arguments). formats/ocistage implements it over an OCI layout.
+// (bad arguments). ceremony/package/stagelayout implements it over an OCI layout.
 type StageVerifier interface {
 	Verify(Intent) (StageEvidence, error)
 }

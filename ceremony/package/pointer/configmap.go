@@ -4,9 +4,9 @@
 // kernel — create when absent, update carrying the resourceVersion of the
 // read that was validated — and re-validated on every read.
 //
-// It imports cas, the pure formats/intent and client-go; never ceremony
+// It imports cas, the pure ceremony/package/intent and client-go; never ceremony
 // or plugin. The stage evidence comes through the intent.StageVerifier
-// port (formats/ocistage implements it over an OCI layout).
+// port (ceremony/package/stagelayout implements it over an OCI layout).
 package pointer
 
 import (
