@@ -272,137 +272,161 @@ var dns1123Label = validation.IsDNS1123Label
 
 // validate checks every field's value and the lock's internal consistency.
 func (l *Lock) validate() []FieldError {
-	var errs []FieldError
-	add := func(field, format string, args ...any) {
-		errs = append(errs, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
-	}
-	digest := func(field, v string) {
-		if !IsDigest(v) {
-			add(field, "%q is not a digest (sha256: and 64 lowercase hex digits)", v)
-		}
-	}
-	required := func(field, v string) bool {
-		if v == "" {
-			add(field, "required")
-		}
-		return v != ""
-	}
+	var c checks
+	l.validateHeader(&c)
+	l.validateTool(&c)
+	l.validateImages(&c)
+	l.validateSource(&c)
+	l.validateRender(&c)
+	return c.errs
+}
 
-	if l.Schema != LockSchema {
-		add("schema", "%q is not %q", l.Schema, LockSchema)
+// checks collects a lock's field errors in the order the fields are read.
+type checks struct{ errs []FieldError }
+
+func (c *checks) add(field, format string, args ...any) {
+	c.errs = append(c.errs, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (c *checks) digest(field, v string) {
+	if !IsDigest(v) {
+		c.add(field, "%q is not a digest (sha256: and 64 lowercase hex digits)", v)
 	}
-	if required("release.version", l.Release.Version) {
+}
+
+func (c *checks) required(field, v string) bool {
+	if v == "" {
+		c.add(field, "required")
+	}
+	return v != ""
+}
+
+// validateHeader: the schema, the release and the target.
+func (l *Lock) validateHeader(c *checks) {
+	if l.Schema != LockSchema {
+		c.add("schema", "%q is not %q", l.Schema, LockSchema)
+	}
+	if c.required("release.version", l.Release.Version) {
 		if _, err := semver.StrictNewVersion(l.Release.Version); err != nil {
-			add("release.version", "%q is not strict SemVer 2.0.0 (MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD], no leading \"v\")", l.Release.Version)
+			c.add("release.version", "%q is not strict SemVer 2.0.0 (MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD], no leading \"v\")", l.Release.Version)
 		}
 	}
 	if !slices.Equal(l.Release.Roles, ProductionRoles()) {
-		add("release.roles", "%q is not the production role surface %q", l.Release.Roles, ProductionRoles())
+		c.add("release.roles", "%q is not the production role surface %q", l.Release.Roles, ProductionRoles())
 	}
-
-	if required("target.clusterIdentity", l.Target.ClusterIdentity) {
-		digest("target.clusterIdentity", l.Target.ClusterIdentity)
+	if c.required("target.clusterIdentity", l.Target.ClusterIdentity) {
+		c.digest("target.clusterIdentity", l.Target.ClusterIdentity)
 	}
-	if required("target.namespace", l.Target.Namespace) {
+	if c.required("target.namespace", l.Target.Namespace) {
 		if msgs := dns1123Label(l.Target.Namespace); len(msgs) > 0 {
-			add("target.namespace", "%q is not a namespace name: %s", l.Target.Namespace, strings.Join(msgs, "; "))
+			c.add("target.namespace", "%q is not a namespace name: %s", l.Target.Namespace, strings.Join(msgs, "; "))
 		}
 	}
+}
 
+func (l *Lock) validateTool(c *checks) {
 	if l.Tool.Name != ToolName {
-		add("tool.name", "%q is not %q", l.Tool.Name, ToolName)
+		c.add("tool.name", "%q is not %q", l.Tool.Name, ToolName)
 	}
-	if required("tool.constraint", l.Tool.Constraint) {
+	if c.required("tool.constraint", l.Tool.Constraint) {
 		if _, err := semver.NewConstraint(l.Tool.Constraint); err != nil {
-			add("tool.constraint", "%q is not a SemVer constraint: %v", l.Tool.Constraint, err)
+			c.add("tool.constraint", "%q is not a SemVer constraint: %v", l.Tool.Constraint, err)
 		}
 	}
 	switch l.Tool.FieldManager {
 	case FieldManager:
 	case HeadFieldManager:
-		add("tool.fieldManager", "%q is reserved for the Head's own writes; a release is applied as %q", l.Tool.FieldManager, FieldManager)
+		c.add("tool.fieldManager", "%q is reserved for the Head's own writes; a release is applied as %q", l.Tool.FieldManager, FieldManager)
 	default:
-		add("tool.fieldManager", "%q is not %q", l.Tool.FieldManager, FieldManager)
+		c.add("tool.fieldManager", "%q is not %q", l.Tool.FieldManager, FieldManager)
 	}
+}
 
+func (l *Lock) validateImages(c *checks) {
 	if l.Images == nil {
-		add("images", "required")
+		c.add("images", "required")
 	}
 	for i, img := range l.Images {
 		field := fmt.Sprintf("images[%d]", i)
 		switch {
 		case !IsPinnedImage(img):
-			add(field, "%q is not pinned by digest (name[:tag]@sha256:<64 lowercase hex>)", img)
+			c.add(field, "%q is not pinned by digest (name[:tag]@sha256:<64 lowercase hex>)", img)
 		case i > 0 && img <= l.Images[i-1]:
-			add(field, "%q is out of order or repeated after %q", img, l.Images[i-1])
+			c.add(field, "%q is out of order or repeated after %q", img, l.Images[i-1])
 		}
 	}
+}
 
-	if required("source.digest", l.Source.Digest) {
-		digest("source.digest", l.Source.Digest)
+// validateSource checks source.files and, when nothing so far is wrong,
+// that source.digest is their digest. It records whether the files are
+// keyed or redacted for validateRender's secretValuesCovered rule.
+func (l *Lock) validateSource(c *checks) {
+	if c.required("source.digest", l.Source.Digest) {
+		c.digest("source.digest", l.Source.Digest)
 	}
 	if len(l.Source.Files) == 0 {
-		add("source.files", "required")
+		c.add("source.files", "required")
 	}
-	keyedFiles, redactedFiles := false, false
 	for i, f := range l.Source.Files {
 		field := fmt.Sprintf("source.files[%d]", i)
 		switch {
 		case !cleanRelPath(f.Path) || f.Path == LockFile:
-			add(field+".path", "%q is not a clean relative slash-separated path of a source file", f.Path)
+			c.add(field+".path", "%q is not a clean relative slash-separated path of a source file", f.Path)
 		case i > 0 && f.Path <= l.Source.Files[i-1].Path:
-			add(field+".path", "%q is out of order or repeated after %q", f.Path, l.Source.Files[i-1].Path)
+			c.add(field+".path", "%q is out of order or repeated after %q", f.Path, l.Source.Files[i-1].Path)
 		}
-		switch {
-		case f.Digest == RedactedMarker:
-			redactedFiles = true
-		case strings.HasPrefix(f.Digest, HMACPrefix) && IsDigest(DigestPrefix+strings.TrimPrefix(f.Digest, HMACPrefix)):
-			keyedFiles = true
-		case !IsDigest(f.Digest):
-			add(field+".digest", "%q is neither sha256:<hex>, hmac-sha256:<hex> nor %q", f.Digest, RedactedMarker)
+		if f.Digest != RedactedMarker && !isKeyedDigest(f.Digest) && !IsDigest(f.Digest) {
+			c.add(field+".digest", "%q is neither sha256:<hex>, hmac-sha256:<hex> nor %q", f.Digest, RedactedMarker)
 		}
 	}
-	if len(errs) == 0 {
+	if len(c.errs) == 0 {
 		if d, err := SourceDigest(l.Source.Files); err != nil || d != l.Source.Digest {
-			add("source.digest", "%q is not the digest of source.files (%s)", l.Source.Digest, d)
+			c.add("source.digest", "%q is not the digest of source.files (%s)", l.Source.Digest, d)
 		}
 	}
+}
 
-	if required("render.digest", l.Render.Digest) {
-		digest("render.digest", l.Render.Digest)
+func isKeyedDigest(d string) bool {
+	return strings.HasPrefix(d, HMACPrefix) && IsDigest(DigestPrefix+strings.TrimPrefix(d, HMACPrefix))
+}
+
+func (l *Lock) validateRender(c *checks) {
+	if c.required("render.digest", l.Render.Digest) {
+		c.digest("render.digest", l.Render.Digest)
 	}
-	if required("render.inventoryDigest", l.Render.InventoryDigest) {
-		digest("render.inventoryDigest", l.Render.InventoryDigest)
+	if c.required("render.inventoryDigest", l.Render.InventoryDigest) {
+		c.digest("render.inventoryDigest", l.Render.InventoryDigest)
 	}
 	if l.Render.Count != len(l.Render.Inventory) || l.Render.Count == 0 {
-		add("render.count", "%d is not the number of render.inventory entries (%d), or zero", l.Render.Count, len(l.Render.Inventory))
+		c.add("render.count", "%d is not the number of render.inventory entries (%d), or zero", l.Render.Count, len(l.Render.Inventory))
 	}
 	invOK := true
 	for i, id := range l.Render.Inventory {
 		if id.APIVersion == "" || id.Kind == "" || id.Name == "" {
-			add(fmt.Sprintf("render.inventory[%d]", i), "apiVersion, kind and name are required")
+			c.add(fmt.Sprintf("render.inventory[%d]", i), "apiVersion, kind and name are required")
 			invOK = false
 		}
 		if IsHead(id) {
-			add(fmt.Sprintf("render.inventory[%d]", i), "%q is the Head: the name %q is reserved in every namespace, and no release may write it; rename the ConfigMap and lock again", id.String(), HeadName)
+			c.add(fmt.Sprintf("render.inventory[%d]", i), "%q is the Head: the name %q is reserved in every namespace, and no release may write it; rename the ConfigMap and lock again", id.String(), HeadName)
 		}
 	}
 	if err := CheckSortedUnique(l.Render.Inventory); err != nil {
-		add("render.inventory", "%v", err)
+		c.add("render.inventory", "%v", err)
 		invOK = false
 	}
 	if invOK && IsDigest(l.Render.InventoryDigest) {
 		if d, _ := InventoryDigest(l.Render.Inventory); d != l.Render.InventoryDigest {
-			add("render.inventoryDigest", "%q is not the digest of render.inventory (%s)", l.Render.InventoryDigest, d)
+			c.add("render.inventoryDigest", "%q is not the digest of render.inventory (%s)", l.Render.InventoryDigest, d)
 		}
 	}
+	redacted := slices.ContainsFunc(l.Source.Files, func(f SourceFile) bool { return f.Digest == RedactedMarker })
+	keyed := slices.ContainsFunc(l.Source.Files, func(f SourceFile) bool { return isKeyedDigest(f.Digest) })
 	switch {
-	case redactedFiles && l.Render.SecretValuesCovered:
-		add("render.secretValuesCovered", "true, but source.files has %q entries", RedactedMarker)
-	case keyedFiles && !l.Render.SecretValuesCovered:
-		add("render.secretValuesCovered", "false, but source.files has keyed entries")
+	case redacted && l.Render.SecretValuesCovered:
+		c.add("render.secretValuesCovered", "true, but source.files has %q entries", RedactedMarker)
+	case keyed && !l.Render.SecretValuesCovered:
+		c.add("render.secretValuesCovered", "false, but source.files has keyed entries")
 	}
-	return errs
 }
 
 // Marshal encodes the lock as the YAML kubectl ql3 lock writes. ParseLock
