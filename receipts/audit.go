@@ -375,52 +375,75 @@ func checkChain(rs []audited, base int64, bad map[int64]string) ChainVerdict {
 		if c.PreviousDeployment == nil || *c.PreviousDeployment != p.Deployment {
 			failf("generation %d: previousDeployment is not generation %d's deployment", c.Generation, p.Generation)
 		}
-		// Objects compare by group, kind, namespace and name (canon.Key):
-		// moving an object to another apiVersion neither drops nor adds it.
-		switch c.Transition.Kind {
-		case KindUpgrade:
-			if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
-				failf("generation %d: upgrade drops %d object(s) of generation %d, and kubectl-ql3 never prunes: %s", c.Generation, len(dropped), p.Generation, identityList(dropped))
-			}
-		case KindRetire:
-			// inventory(N) = inventory(N-1) - retired, by group, kind,
-			// namespace and name.
-			gone := make([]canon.Identity, len(c.Retired))
-			for i, x := range c.Retired {
-				gone[i] = x.ID
-			}
-			if unknown := canon.Missing(gone, p.Inventory); len(unknown) > 0 {
-				failf("generation %d: retire lists %d object(s) generation %d did not deploy: %s", c.Generation, len(unknown), p.Generation, identityList(unknown))
-			}
-			if kept := canon.Missing(c.Inventory, canon.Missing(p.Inventory, gone)); len(kept) > 0 {
-				failf("generation %d: retire adds %d object(s): %s", c.Generation, len(kept), identityList(kept))
-			}
-			if dropped := canon.Missing(canon.Missing(p.Inventory, gone), c.Inventory); len(dropped) > 0 {
-				failf("generation %d: retire drops %d object(s) of generation %d it does not list as retired: %s", c.Generation, len(dropped), p.Generation, identityList(dropped))
-			}
-			if kept := canon.Missing(gone, canon.Missing(gone, c.Inventory)); len(kept) > 0 {
-				failf("generation %d: retire lists %d object(s) it still deploys: %s", c.Generation, len(kept), identityList(kept))
-			}
-		case KindRollback:
-			switch {
-			case p.PreviousDeployment == nil:
-				failf("generation %d: rollback, but generation %d has no previous deployment to roll back to", c.Generation, p.Generation)
-			case c.Deployment != *p.PreviousDeployment:
-				failf("generation %d: rollback, but its deployment is not generation %d's previous deployment", c.Generation, p.Generation)
-			}
-			if !canon.SameObjects(p.Inventory, c.Inventory) {
-				var diff []string
-				if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
-					diff = append(diff, "drops "+identityList(dropped))
-				}
-				if added := canon.Missing(c.Inventory, p.Inventory); len(added) > 0 {
-					diff = append(diff, "adds "+identityList(added))
-				}
-				failf("generation %d: rollback changes the objects of generation %d: it %s", c.Generation, p.Generation, strings.Join(diff, " and "))
-			}
+		for _, reason := range inventoryRule(p, c) {
+			failf("%s", reason)
 		}
 	}
 	return v
+}
+
+// inventoryRule: how generation c's objects may differ from generation
+// p's, by its transition. Objects compare by group, kind, namespace and
+// name (canon.Key): moving an object to another apiVersion neither drops
+// nor adds it.
+func inventoryRule(p, c *Receipt) []string {
+	switch c.Transition.Kind {
+	case KindUpgrade:
+		if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
+			return []string{fmt.Sprintf("generation %d: upgrade drops %d object(s) of generation %d, and kubectl-ql3 never prunes: %s", c.Generation, len(dropped), p.Generation, identityList(dropped))}
+		}
+	case KindRetire:
+		return retireRule(p, c)
+	case KindRollback:
+		return rollbackRule(p, c)
+	}
+	return nil
+}
+
+// retireRule: inventory(N) = inventory(N-1) - retired, by group, kind,
+// namespace and name.
+func retireRule(p, c *Receipt) []string {
+	var out []string
+	gone := make([]canon.Identity, len(c.Retired))
+	for i, x := range c.Retired {
+		gone[i] = x.ID
+	}
+	if unknown := canon.Missing(gone, p.Inventory); len(unknown) > 0 {
+		out = append(out, fmt.Sprintf("generation %d: retire lists %d object(s) generation %d did not deploy: %s", c.Generation, len(unknown), p.Generation, identityList(unknown)))
+	}
+	if kept := canon.Missing(c.Inventory, canon.Missing(p.Inventory, gone)); len(kept) > 0 {
+		out = append(out, fmt.Sprintf("generation %d: retire adds %d object(s): %s", c.Generation, len(kept), identityList(kept)))
+	}
+	if dropped := canon.Missing(canon.Missing(p.Inventory, gone), c.Inventory); len(dropped) > 0 {
+		out = append(out, fmt.Sprintf("generation %d: retire drops %d object(s) of generation %d it does not list as retired: %s", c.Generation, len(dropped), p.Generation, identityList(dropped)))
+	}
+	if kept := canon.Missing(gone, canon.Missing(gone, c.Inventory)); len(kept) > 0 {
+		out = append(out, fmt.Sprintf("generation %d: retire lists %d object(s) it still deploys: %s", c.Generation, len(kept), identityList(kept)))
+	}
+	return out
+}
+
+// rollbackRule: a rollback deploys exactly generation p's previous
+// deployment, with the same objects.
+func rollbackRule(p, c *Receipt) []string {
+	var out []string
+	switch {
+	case p.PreviousDeployment == nil:
+		out = append(out, fmt.Sprintf("generation %d: rollback, but generation %d has no previous deployment to roll back to", c.Generation, p.Generation))
+	case c.Deployment != *p.PreviousDeployment:
+		out = append(out, fmt.Sprintf("generation %d: rollback, but its deployment is not generation %d's previous deployment", c.Generation, p.Generation))
+	}
+	if !canon.SameObjects(p.Inventory, c.Inventory) {
+		var diff []string
+		if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
+			diff = append(diff, "drops "+identityList(dropped))
+		}
+		if added := canon.Missing(c.Inventory, p.Inventory); len(added) > 0 {
+			diff = append(diff, "adds "+identityList(added))
+		}
+		out = append(out, fmt.Sprintf("generation %d: rollback changes the objects of generation %d: it %s", c.Generation, p.Generation, strings.Join(diff, " and ")))
+	}
+	return out
 }
 
 // identityList names the first few identities of ids.

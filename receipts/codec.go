@@ -235,6 +235,22 @@ func checkText(field, v string) error {
 // checked against on its own. Given r's encoding, it also checks selfDigest
 // against it; without, it leaves selfDigest alone (Seal).
 func (r *Receipt) validate(enc encoded) error {
+	for _, check := range []func() error{
+		r.validateTransition,
+		func() error { return r.validateInventory(enc) },
+		r.checkPrevious,
+		r.validateFields,
+		func() error { return r.validateSelf(enc) },
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateTransition: the schema, the generation and what moved the Head.
+func (r *Receipt) validateTransition() error {
 	if r.Schema != Schema {
 		return fieldErr("schema", "%q is not %q", r.Schema, Schema)
 	}
@@ -253,9 +269,11 @@ func (r *Receipt) validate(enc encoded) error {
 	if err := checkDigest("transition.commandDigest", t.CommandDigest); err != nil {
 		return err
 	}
-	if err := checkDigest("transition.preflightDigest", t.PreflightDigest); err != nil {
-		return err
-	}
+	return checkDigest("transition.preflightDigest", t.PreflightDigest)
+}
+
+// validateInventory: the deployment and the inventory it counts and digests.
+func (r *Receipt) validateInventory(enc encoded) error {
 	if err := checkDeployment("deployment", r.Deployment); err != nil {
 		return err
 	}
@@ -272,9 +290,11 @@ func (r *Receipt) validate(enc encoded) error {
 	if invDigest != r.Deployment.InventoryDigest {
 		return fieldErr("deployment.inventoryDigest", "%q, but the listed inventory digests to %q", r.Deployment.InventoryDigest, invDigest)
 	}
-	if err := r.checkPrevious(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateFields: the Head, target, steps, tool and flags.
+func (r *Receipt) validateFields() error {
 	for _, d := range []struct{ field, v string }{
 		{"head.deploymentDigest", r.Head.DeploymentDigest},
 		{"head.stateDigest", r.Head.StateDigest},
@@ -304,6 +324,12 @@ func (r *Receipt) validate(enc encoded) error {
 	if r.Flags != ExpectedFlags {
 		return fieldErr("flags", "%+v are not the required %+v", r.Flags, ExpectedFlags)
 	}
+	return nil
+}
+
+// validateSelf: a sealed receipt's selfDigest is the digest of its bytes
+// without it (nothing to check while it is being sealed).
+func (r *Receipt) validateSelf(enc encoded) error {
 	if enc.full == nil {
 		return nil
 	}
@@ -316,8 +342,6 @@ func (r *Receipt) validate(enc encoded) error {
 	return nil
 }
 
-// inventoryDigest is canon.InventoryDigest(ids), from the canonical
-// array already at hand when there is one.
 func inventoryDigest(ids []canon.Identity, canonical []byte) (string, error) {
 	if canonical == nil {
 		return canon.InventoryDigest(ids)
