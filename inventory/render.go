@@ -169,106 +169,142 @@ func objects(m resmap.ResMap) ([]*unstructured.Unstructured, error) {
 // images, roles and Secrets; it returns the release without digests and the
 // Secret values found. Every error is fail.Invalid unless the mapper failed.
 func check(dir string, objs []*unstructured.Unstructured, files map[string][]byte, opts Options) (*Release, []secretValue, error) {
-	type entry struct {
-		id  Identity
-		obj *unstructured.Unstructured
+	entries, err := sortedEntries(dir, objs)
+	if err != nil {
+		return nil, nil, err
 	}
+	c := &checker{dir: dir, files: files, opts: opts, scopes: newScoper(opts.Mapper),
+		r:    &Release{Dir: dir, Roles: map[string][]Identity{}},
+		seen: map[schema.GroupKind]map[[2]string]Identity{}, images: map[string]bool{}}
+	for _, e := range entries {
+		if err := c.scopes.addCRD(e.id, e.obj); err != nil {
+			return nil, nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
+		}
+	}
+	for i, e := range entries {
+		if i > 0 && Compare(entries[i-1].id, e.id) == 0 {
+			return nil, nil, fail.Errorf(fail.Invalid, "release %q: duplicate object %q", dir, e.id.String())
+		}
+		if err := c.object(e); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := c.finish(); err != nil {
+		return nil, nil, err
+	}
+	return c.r, c.secrets, nil
+}
+
+type entry struct {
+	id  Identity
+	obj *unstructured.Unstructured
+}
+
+// sortedEntries puts the objects in inventory order; every object needs a
+// name.
+func sortedEntries(dir string, objs []*unstructured.Unstructured) ([]entry, error) {
 	entries := make([]entry, 0, len(objs))
 	for _, o := range objs {
 		id := Identity{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
 		if id.Name == "" {
-			return nil, nil, fail.Errorf(fail.Invalid, "release %q: %s %q has no metadata.name (generateName is not supported)", dir, id.Kind, o.GetGenerateName())
+			return nil, fail.Errorf(fail.Invalid, "release %q: %s %q has no metadata.name (generateName is not supported)", dir, id.Kind, o.GetGenerateName())
 		}
 		entries = append(entries, entry{id, o})
 	}
 	slices.SortStableFunc(entries, func(a, b entry) int { return Compare(a.id, b.id) })
+	return entries, nil
+}
 
-	r := &Release{}
-	var secrets []secretValue
-	r.Dir = dir
-	r.Roles = map[string][]Identity{}
-	scopes := newScoper(opts.Mapper)
-	for _, e := range entries {
-		if err := scopes.addCRD(e.id, e.obj); err != nil {
-			return nil, nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
-		}
+// checker collects what check learns of each object, and the problems
+// that are reported together.
+type checker struct {
+	dir           string
+	files         map[string][]byte
+	opts          Options
+	scopes        *scoper
+	r             *Release
+	secrets       []secretValue
+	seen          map[schema.GroupKind]map[[2]string]Identity
+	errs          []error
+	images        map[string]bool
+	secretHolders []string
+}
+
+// object checks one object: one apiVersion per object, not the Head, its
+// scope, its images, its role and its Secret values.
+func (c *checker) object(e entry) error {
+	id := e.id
+	gk := id.GroupKind()
+	key := [2]string{id.Namespace, id.Name}
+	if prev, ok := c.seen[gk][key]; ok {
+		return fail.Errorf(fail.Invalid, "release %q: objects %q and %q are the same object under two apiVersions", c.dir, prev.String(), id.String())
 	}
-	seen := map[schema.GroupKind]map[[2]string]Identity{}
-	var errs []error
-	images := map[string]bool{}
-	var secretHolders []string
-	for i, e := range entries {
-		id := e.id
-		if i > 0 && Compare(entries[i-1].id, id) == 0 {
-			return nil, nil, fail.Errorf(fail.Invalid, "release %q: duplicate object %q", dir, id.String())
-		}
-		gk := id.GroupKind()
-		key := [2]string{id.Namespace, id.Name}
-		if prev, ok := seen[gk][key]; ok {
-			return nil, nil, fail.Errorf(fail.Invalid, "release %q: objects %q and %q are the same object under two apiVersions", dir, prev.String(), id.String())
-		}
-		if seen[gk] == nil {
-			seen[gk] = map[[2]string]Identity{}
-		}
-		seen[gk][key] = id
+	if c.seen[gk] == nil {
+		c.seen[gk] = map[[2]string]Identity{}
+	}
+	c.seen[gk][key] = id
 
-		if IsHead(id) {
-			errs = append(errs, fmt.Errorf("object %q%s: the name %q is reserved for the Head, in every namespace: a release never writes the Head; rename the ConfigMap (docs/lock.md)", id.String(), foundIn(files, HeadName), HeadName))
+	if IsHead(id) {
+		c.errs = append(c.errs, fmt.Errorf("object %q%s: the name %q is reserved for the Head, in every namespace: a release never writes the Head; rename the ConfigMap (docs/lock.md)", id.String(), foundIn(c.files, HeadName), HeadName))
+	}
+	namespaced, err := c.scopes.namespaced(id)
+	if err != nil {
+		return fmt.Errorf("release %q: %w", c.dir, err)
+	}
+	switch {
+	case namespaced && id.Namespace == "":
+		c.errs = append(c.errs, fmt.Errorf("object %q is namespaced but has no metadata.namespace; set it in the manifest or with the kustomization's namespace field", id.String()))
+	case !namespaced && id.Namespace != "":
+		c.errs = append(c.errs, fmt.Errorf("object %q is cluster-scoped but has metadata.namespace %q", id.String(), id.Namespace))
+	}
+
+	imgs, imgErrs := podImages(id, e.obj, c.opts.UnpinnedImages, func(s string) string { return foundIn(c.files, s) })
+	c.errs = append(c.errs, imgErrs...)
+	for _, img := range imgs {
+		c.images[img] = true
+	}
+	if role, ok := e.obj.GetLabels()[RoleLabel]; ok && isWorkload(gk) {
+		c.r.Roles[role] = append(c.r.Roles[role], id)
+	}
+	vals, err := secretValuesOf(id, e.obj)
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
+	if len(vals) > 0 {
+		c.secrets = append(c.secrets, vals...)
+		c.secretHolders = append(c.secretHolders, id.String())
+	}
+	c.r.Objects = append(c.r.Objects, e.obj)
+	c.r.Inventory = append(c.r.Inventory, id)
+	return nil
+}
+
+// finish reports the collected problems together, then fills in the
+// images and the unique control namespace.
+func (c *checker) finish() error {
+	if len(c.secretHolders) > 0 && !c.opts.AllowSecretData {
+		what := fmt.Sprintf("Secret %q carries", c.secretHolders[0])
+		if len(c.secretHolders) > 1 {
+			what = fmt.Sprintf("Secrets %q carry", c.secretHolders)
 		}
-		namespaced, err := scopes.namespaced(id)
-		if err != nil {
-			return nil, nil, fmt.Errorf("release %q: %w", dir, err)
-		}
+		c.errs = append(c.errs, fmt.Errorf("%s data; a locked release must not contain Secret values: create them out of band, or pass --allow-secret-data (docs/lock.md)", what))
+	}
+	if len(c.errs) > 0 {
+		return fail.Wrap(fail.Invalid, joinErrors(fmt.Sprintf("release %q", c.dir), c.errs))
+	}
+	for img := range c.images {
+		c.r.Images = append(c.r.Images, img)
+	}
+	slices.Sort(c.r.Images)
+	for _, id := range c.r.Roles[RoleControl] {
 		switch {
-		case namespaced && id.Namespace == "":
-			errs = append(errs, fmt.Errorf("object %q is namespaced but has no metadata.namespace; set it in the manifest or with the kustomization's namespace field", id.String()))
-		case !namespaced && id.Namespace != "":
-			errs = append(errs, fmt.Errorf("object %q is cluster-scoped but has metadata.namespace %q", id.String(), id.Namespace))
-		}
-
-		imgs, imgErrs := podImages(id, e.obj, opts.UnpinnedImages, func(s string) string { return foundIn(files, s) })
-		errs = append(errs, imgErrs...)
-		for _, img := range imgs {
-			images[img] = true
-		}
-		if role, ok := e.obj.GetLabels()[RoleLabel]; ok && isWorkload(gk) {
-			r.Roles[role] = append(r.Roles[role], id)
-		}
-		vals, err2 := secretValuesOf(id, e.obj)
-		if err2 != nil {
-			errs = append(errs, err2)
-		}
-		if len(vals) > 0 {
-			secrets = append(secrets, vals...)
-			secretHolders = append(secretHolders, id.String())
-		}
-		r.Objects = append(r.Objects, e.obj)
-		r.Inventory = append(r.Inventory, id)
-	}
-	if len(secretHolders) > 0 && !opts.AllowSecretData {
-		what := fmt.Sprintf("Secret %q carries", secretHolders[0])
-		if len(secretHolders) > 1 {
-			what = fmt.Sprintf("Secrets %q carry", secretHolders)
-		}
-		errs = append(errs, fmt.Errorf("%s data; a locked release must not contain Secret values: create them out of band, or pass --allow-secret-data (docs/lock.md)", what))
-	}
-	if len(errs) > 0 {
-		return nil, nil, fail.Wrap(fail.Invalid, joinErrors(fmt.Sprintf("release %q", dir), errs))
-	}
-	for img := range images {
-		r.Images = append(r.Images, img)
-	}
-	slices.Sort(r.Images)
-
-	for _, id := range r.Roles[RoleControl] {
-		switch {
-		case r.ControlNamespace == "":
-			r.ControlNamespace = id.Namespace
-		case r.ControlNamespace != id.Namespace:
-			return nil, nil, fail.Errorf(fail.Invalid, "release %q: %s workloads are in namespaces %q and %q; the control namespace must be unique", dir, RoleControl, r.ControlNamespace, id.Namespace)
+		case c.r.ControlNamespace == "":
+			c.r.ControlNamespace = id.Namespace
+		case c.r.ControlNamespace != id.Namespace:
+			return fail.Errorf(fail.Invalid, "release %q: %s workloads are in namespaces %q and %q; the control namespace must be unique", c.dir, RoleControl, c.r.ControlNamespace, id.Namespace)
 		}
 	}
-	return r, secrets, nil
+	return nil
 }
 
 // joinErrors reports every error, one per line after a heading; a single
