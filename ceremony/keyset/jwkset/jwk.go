@@ -70,78 +70,92 @@ func (j JWK) Validate(field string) error {
 	}
 	switch j.Kty {
 	case KtyOKP:
-		if j.Crv != CrvEd25519 {
-			return invalidf("%s.crv: %q; an OKP key must be %q", field, j.Crv, CrvEd25519)
-		}
-		if j.Alg != AlgEdDSA {
-			return invalidf("%s.alg: %q does not match an %s key; want %q", field, j.Alg, CrvEd25519, AlgEdDSA)
-		}
-		if j.Y != "" || j.N != "" || j.E != "" {
-			return invalidf("%s: an OKP key has only crv and x", field)
-		}
-		x, err := decodeB64(field+".x", j.X)
-		if err != nil {
-			return err
-		}
-		if len(x) != ed25519.PublicKeySize {
-			return invalidf("%s.x: %d bytes; an Ed25519 public key is %d", field, len(x), ed25519.PublicKeySize)
-		}
+		return j.validateOKP(field)
 	case KtyEC:
-		if j.Crv != CrvP256 {
-			return invalidf("%s.crv: %q; an EC key must be %q", field, j.Crv, CrvP256)
-		}
-		if j.Alg != AlgES256 {
-			return invalidf("%s.alg: %q does not match a %s key; want %q", field, j.Alg, CrvP256, AlgES256)
-		}
-		if j.N != "" || j.E != "" {
-			return invalidf("%s: an EC key has only crv, x and y", field)
-		}
-		x, err := decodeB64(field+".x", j.X)
-		if err != nil {
-			return err
-		}
-		y, err := decodeB64(field+".y", j.Y)
-		if err != nil {
-			return err
-		}
-		if len(x) != 32 || len(y) != 32 {
-			return invalidf("%s: x and y of a P-256 key are 32 bytes each, not %d and %d", field, len(x), len(y))
-		}
-		point := append(append([]byte{4}, x...), y...)
-		if _, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), point); err != nil {
-			return invalidf("%s: x, y is not a point on P-256", field)
-		}
+		return j.validateEC(field)
 	case KtyRSA:
-		if j.Alg != AlgRS256 {
-			return invalidf("%s.alg: %q does not match an RSA key; want %q", field, j.Alg, AlgRS256)
-		}
-		if j.Crv != "" || j.X != "" || j.Y != "" {
-			return invalidf("%s: an RSA key has only n and e", field)
-		}
-		nb, err := decodeB64(field+".n", j.N)
-		if err != nil {
-			return err
-		}
-		eb, err := decodeB64(field+".e", j.E)
-		if err != nil {
-			return err
-		}
-		if nb[0] == 0 || eb[0] == 0 {
-			return invalidf("%s: n and e must not start with a zero byte (RFC 7518 §6.3.1)", field)
-		}
-		n := new(big.Int).SetBytes(nb)
-		if bits := n.BitLen(); bits < MinRSABits || bits > MaxRSABits {
-			return invalidf("%s.n: a %d-bit modulus; RSA keys must have %d to %d bits", field, bits, MinRSABits, MaxRSABits)
-		}
-		if n.Bit(0) == 0 {
-			return invalidf("%s.n: an even modulus is not an RSA modulus", field)
-		}
-		e := new(big.Int).SetBytes(eb)
-		if !e.IsInt64() || e.Int64() < 3 || e.Int64() > 1<<31-1 || e.Bit(0) == 0 {
-			return invalidf("%s.e: the exponent must be odd, from 3 to 2^31-1", field)
-		}
+		return j.validateRSA(field)
 	default:
 		return invalidf("%s.kty: %q; want %q (Ed25519), %q (P-256) or %q", field, j.Kty, KtyOKP, KtyEC, KtyRSA)
+	}
+}
+
+func (j JWK) validateOKP(field string) error {
+	if j.Crv != CrvEd25519 {
+		return invalidf("%s.crv: %q; an OKP key must be %q", field, j.Crv, CrvEd25519)
+	}
+	if j.Alg != AlgEdDSA {
+		return invalidf("%s.alg: %q does not match an %s key; want %q", field, j.Alg, CrvEd25519, AlgEdDSA)
+	}
+	if j.Y != "" || j.N != "" || j.E != "" {
+		return invalidf("%s: an OKP key has only crv and x", field)
+	}
+	x, err := decodeB64(field+".x", j.X)
+	if err != nil {
+		return err
+	}
+	if len(x) != ed25519.PublicKeySize {
+		return invalidf("%s.x: %d bytes; an Ed25519 public key is %d", field, len(x), ed25519.PublicKeySize)
+	}
+	return nil
+}
+
+func (j JWK) validateEC(field string) error {
+	if j.Crv != CrvP256 {
+		return invalidf("%s.crv: %q; an EC key must be %q", field, j.Crv, CrvP256)
+	}
+	if j.Alg != AlgES256 {
+		return invalidf("%s.alg: %q does not match a %s key; want %q", field, j.Alg, CrvP256, AlgES256)
+	}
+	if j.N != "" || j.E != "" {
+		return invalidf("%s: an EC key has only crv, x and y", field)
+	}
+	x, err := decodeB64(field+".x", j.X)
+	if err != nil {
+		return err
+	}
+	y, err := decodeB64(field+".y", j.Y)
+	if err != nil {
+		return err
+	}
+	if len(x) != 32 || len(y) != 32 {
+		return invalidf("%s: x and y of a P-256 key are 32 bytes each, not %d and %d", field, len(x), len(y))
+	}
+	point := append(append([]byte{4}, x...), y...)
+	if _, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), point); err != nil {
+		return invalidf("%s: x, y is not a point on P-256", field)
+	}
+	return nil
+}
+
+func (j JWK) validateRSA(field string) error {
+	if j.Alg != AlgRS256 {
+		return invalidf("%s.alg: %q does not match an RSA key; want %q", field, j.Alg, AlgRS256)
+	}
+	if j.Crv != "" || j.X != "" || j.Y != "" {
+		return invalidf("%s: an RSA key has only n and e", field)
+	}
+	nb, err := decodeB64(field+".n", j.N)
+	if err != nil {
+		return err
+	}
+	eb, err := decodeB64(field+".e", j.E)
+	if err != nil {
+		return err
+	}
+	if nb[0] == 0 || eb[0] == 0 {
+		return invalidf("%s: n and e must not start with a zero byte (RFC 7518 §6.3.1)", field)
+	}
+	n := new(big.Int).SetBytes(nb)
+	if bits := n.BitLen(); bits < MinRSABits || bits > MaxRSABits {
+		return invalidf("%s.n: a %d-bit modulus; RSA keys must have %d to %d bits", field, bits, MinRSABits, MaxRSABits)
+	}
+	if n.Bit(0) == 0 {
+		return invalidf("%s.n: an even modulus is not an RSA modulus", field)
+	}
+	e := new(big.Int).SetBytes(eb)
+	if !e.IsInt64() || e.Int64() < 3 || e.Int64() > 1<<31-1 || e.Bit(0) == 0 {
+		return invalidf("%s.e: the exponent must be odd, from 3 to 2^31-1", field)
 	}
 	return nil
 }
