@@ -77,3 +77,78 @@ func Clip[T ~string | ~[]byte](v T) string {
 	}
 	return s
 }
+
+// Check walks data's token stream: exactly one JSON value, no member name
+// twice in one object at any depth (encoding/json silently keeps the last
+// of duplicates), nesting no deeper than maxDepth. what names the file's
+// kind in errors ("keyset": "a keyset file is one object").
+func Check(data []byte, maxDepth int, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var stack []*frame
+	values := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("not JSON: %v", err)
+		}
+		if len(stack) == 0 {
+			values++
+			if values > 1 {
+				return fmt.Errorf("more than one JSON value; a %s file is one object", what)
+			}
+		}
+		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+			top := stack[n-1]
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:n-1]
+				valueDone(stack)
+				continue
+			}
+			name := tok.(string)
+			if top.seen[name] {
+				return fmt.Errorf("member %q appears twice in one object", name)
+			}
+			top.seen[name] = true
+			top.wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) == maxDepth {
+				return fmt.Errorf("nested deeper than the %s shape allows", what)
+			}
+			obj := tok == json.Delim('{')
+			stack = append(stack, &frame{object: obj, wantKey: obj, seen: map[string]bool{}})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone(stack)
+		default:
+			valueDone(stack)
+		}
+	}
+	if values == 0 {
+		return fmt.Errorf("empty; a %s file is one JSON object", what)
+	}
+	if len(stack) > 0 {
+		return errors.New("not JSON: unexpected end of input")
+	}
+	return nil
+}
+
+// frame is one open object or array of Check's walk.
+type frame struct {
+	object  bool
+	wantKey bool // the next token of an object is a member name
+	seen    map[string]bool
+}
+
+// valueDone marks that the innermost object's current member has its value.
+func valueDone(stack []*frame) {
+	if n := len(stack); n > 0 && stack[n-1].object {
+		stack[n-1].wantKey = true
+	}
+}

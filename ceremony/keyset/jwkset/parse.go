@@ -3,14 +3,14 @@ package jwkset
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 )
 
 // topMembers is the exact set of members of a keyset document.
@@ -153,75 +153,12 @@ func checkText(data []byte) error {
 	return checkJSON(data)
 }
 
-// checkJSON walks the token stream: encoding/json silently keeps the last
-// of duplicate member names, so they are found here.
+// checkJSON: one JSON value, no duplicate member names at any depth
+// (encoding/json silently keeps the last), no nesting deeper than the
+// shape.
 func checkJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var stack []*frame
-	values := 0
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return invalidf("not JSON: %v", err)
-		}
-		if len(stack) == 0 {
-			values++
-			if values > 1 {
-				return invalidf("more than one JSON value; a keyset file is one object")
-			}
-		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
-			top := stack[n-1]
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:n-1]
-				valueDone(stack)
-				continue
-			}
-			name := tok.(string)
-			if top.seen[name] {
-				return invalidf("member %q appears twice in one object", name)
-			}
-			top.seen[name] = true
-			top.wantKey = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			if len(stack) == maxDepth {
-				return invalidf("nested deeper than the keyset shape allows")
-			}
-			obj := tok == json.Delim('{')
-			stack = append(stack, &frame{object: obj, wantKey: obj, seen: map[string]bool{}})
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			valueDone(stack)
-		default:
-			valueDone(stack)
-		}
-	}
-	if values == 0 {
-		return invalidf("empty; a keyset file is one JSON object")
-	}
-	if len(stack) > 0 {
-		return invalidf("not JSON: unexpected end of input")
+	if err := strictjson.Check(data, maxDepth, "keyset"); err != nil {
+		return invalidf("%s", err)
 	}
 	return nil
-}
-
-// frame is one open object or array of checkJSON's walk.
-type frame struct {
-	object  bool
-	wantKey bool // the next token of an object is a member name
-	seen    map[string]bool
-}
-
-// valueDone marks that the innermost object's current member has its value.
-func valueDone(stack []*frame) {
-	if n := len(stack); n > 0 && stack[n-1].object {
-		stack[n-1].wantKey = true
-	}
 }

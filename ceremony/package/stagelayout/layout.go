@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -148,7 +149,7 @@ func blobPath(digest string) string {
 // evidence cannot be read intact.
 func (l *layout) blob(d Descriptor, max int64) ([]byte, error) {
 	if !canon.IsDigest(d.Digest) {
-		return nil, unavailablef("descriptor digest %q is not sha256:<64 hex>; only sha256 blobs are read", clip(d.Digest))
+		return nil, unavailablef("descriptor digest %q is not sha256:<64 hex>; only sha256 blobs are read", strictjson.Clip(d.Digest))
 	}
 	if d.Size < 0 || max >= 0 && d.Size > max {
 		return nil, unavailablef("blob %s: size %d is out of bounds (at most %d)", d.Digest, d.Size, max)

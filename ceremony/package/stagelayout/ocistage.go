@@ -27,6 +27,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 )
 
 // Media and artifact types of a package stage (docs/package-pointer.md).
@@ -89,7 +90,7 @@ func (v *Verifier) Validate() error {
 	}
 	for _, a := range v.Allow {
 		if intent.CheckName("allow-ref", a) != nil && intent.CheckReference("allow-ref", a) != nil {
-			return fail.Errorf(fail.Invalid, "stage evidence: --allow-ref %q is neither a repository name nor NAME@sha256:<64 hex>", clip(a))
+			return fail.Errorf(fail.Invalid, "stage evidence: --allow-ref %q is neither a repository name nor NAME@sha256:<64 hex>", strictjson.Clip(a))
 		}
 	}
 	return nil
@@ -205,7 +206,7 @@ func parseManifest(digest string, data []byte) (*Manifest, error) {
 		return nil, conflictf("manifest %s is not an OCI image manifest: %v", digest, err)
 	}
 	if m.SchemaVersion != 2 || m.MediaType != MediaTypeManifest {
-		return nil, conflictf("manifest %s: schemaVersion %d, mediaType %q; want 2 and %s", digest, m.SchemaVersion, clip(m.MediaType), MediaTypeManifest)
+		return nil, conflictf("manifest %s: schemaVersion %d, mediaType %q; want 2 and %s", digest, m.SchemaVersion, strictjson.Clip(m.MediaType), MediaTypeManifest)
 	}
 	return &m, nil
 }
@@ -214,7 +215,7 @@ func parseManifest(digest string, data []byte) (*Manifest, error) {
 // config type, exactly one lock layer and one bundle layer, nothing else.
 func packageParts(digest string, m *Manifest) (config, lock, bundle Descriptor, err error) {
 	if m.Config.MediaType != MediaTypeStageConfig {
-		return config, lock, bundle, conflictf("manifest %s: config mediaType %q, want %s: not a package stage", digest, clip(m.Config.MediaType), MediaTypeStageConfig)
+		return config, lock, bundle, conflictf("manifest %s: config mediaType %q, want %s: not a package stage", digest, strictjson.Clip(m.Config.MediaType), MediaTypeStageConfig)
 	}
 	var locks, bundles []Descriptor
 	for _, d := range m.Layers {
@@ -224,7 +225,7 @@ func packageParts(digest string, m *Manifest) (config, lock, bundle Descriptor, 
 		case MediaTypeBundle:
 			bundles = append(bundles, d)
 		default:
-			return config, lock, bundle, conflictf("manifest %s: layer of mediaType %q; a package stage has one %s and one %s layer only", digest, clip(d.MediaType), MediaTypeLock, MediaTypeBundle)
+			return config, lock, bundle, conflictf("manifest %s: layer of mediaType %q; a package stage has one %s and one %s layer only", digest, strictjson.Clip(d.MediaType), MediaTypeLock, MediaTypeBundle)
 		}
 	}
 	if len(locks) != 1 || len(bundles) != 1 {

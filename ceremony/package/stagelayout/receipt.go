@@ -5,15 +5,11 @@ import (
 	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
-	"errors"
-	"fmt"
-	"io"
-	"slices"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -79,7 +75,7 @@ func ParseStatement(data []byte) (Statement, error) {
 	if len(data) > MaxStatementBytes {
 		return s, conflictf("stage receipt: %d bytes, at most %d", len(data), MaxStatementBytes)
 	}
-	m, err := strictObject(data, statementMembers)
+	m, err := strictjson.Object(data, statementMembers)
 	if err != nil {
 		return s, conflictf("stage receipt: %v", err)
 	}
@@ -88,20 +84,21 @@ func ParseStatement(data []byte) (Statement, error) {
 		dst  *string
 	}{{"schema", &s.Schema}, {"stageReference", &s.StageReference}, {"lockDigest", &s.LockDigest},
 		{"contentDigest", &s.ContentDigest}, {"adapterEvidenceDigest", &s.AdapterEvidenceDigest}, {"signature", &s.Signature}} {
-		raw := m[f.name]
-		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, f.dst) != nil {
+		v, ok := strictjson.String(m[f.name])
+		if !ok {
 			return s, conflictf("stage receipt: %s is not a JSON string", f.name)
 		}
+		*f.dst = v
 	}
 	if s.Schema != StatementSchema {
-		return s, conflictf("stage receipt: schema %q, want %q", clip(s.Schema), StatementSchema)
+		return s, conflictf("stage receipt: schema %q, want %q", strictjson.Clip(s.Schema), StatementSchema)
 	}
 	if err := intent.CheckReference("stageReference", s.StageReference); err != nil {
 		return s, conflictf("stage receipt: %v", err)
 	}
 	for _, v := range []string{s.LockDigest, s.ContentDigest, s.AdapterEvidenceDigest} {
 		if !canon.IsDigest(v) {
-			return s, conflictf("stage receipt: %q is not a digest", clip(v))
+			return s, conflictf("stage receipt: %q is not a digest", strictjson.Clip(v))
 		}
 	}
 	if sig, err := base64.StdEncoding.Strict().DecodeString(s.Signature); err != nil || len(sig) != ed25519.SignatureSize {
@@ -151,56 +148,10 @@ func ParsePublicKey(file string, data []byte) (ed25519.PublicKey, error) {
 	return ek, nil
 }
 
-// strictObject decodes one JSON object whose members are exactly want.
-func strictObject(data []byte, want []string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	m := map[string]json.RawMessage{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("malformed JSON: %v", err)
-		}
-		name, _ := t.(string)
-		if _, dup := m[name]; dup {
-			return nil, fmt.Errorf("member %q appears twice", clip(name))
-		}
-		if !slices.Contains(want, name) {
-			return nil, fmt.Errorf("unknown member %q", clip(name))
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("%s: malformed JSON: %v", name, err)
-		}
-		m[name] = bytes.TrimSpace(raw)
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, errors.New("malformed JSON object")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("data after the JSON object")
-	}
-	for _, name := range want {
-		if _, ok := m[name]; !ok {
-			return nil, fmt.Errorf("member %q is missing", name)
-		}
-	}
-	return m, nil
-}
-
 func conflictf(format string, args ...any) error {
 	return fail.Errorf(fail.Conflict, "stage evidence: "+format, args...)
 }
 
 func unavailablef(format string, args ...any) error {
 	return fail.Errorf(fail.Unavailable, "stage evidence: "+format, args...)
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
