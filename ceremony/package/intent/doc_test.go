@@ -71,11 +71,11 @@ func TestPackagePointerDoc(t *testing.T) {
 	if err := json.Unmarshal([]byte(need("blob=receipt")), &r); err != nil {
 		t.Fatal(err)
 	}
-	if m.Config.Digest != need("digest=config") || len(m.Layers) != 2 || m.Layers[0].Digest != need("digest=lock") || m.Layers[1].Digest != need("digest=bundle") {
+	if string(m.Config.Digest) != need("digest=config") || len(m.Layers) != 2 || string(m.Layers[0].Digest) != need("digest=lock") || string(m.Layers[1].Digest) != need("digest=bundle") {
 		t.Errorf("manifest does not name the config, lock and bundle: %+v", m)
 	}
-	if r.Subject == nil || r.Subject.Digest != need("digest=manifest") || r.Subject.Size != int64(len(need("blob=manifest"))) ||
-		r.Layers[0].Digest != need("digest=statement") || r.Layers[0].Size != int64(len(need("blob=statement"))) ||
+	if r.Subject == nil || string(r.Subject.Digest) != need("digest=manifest") || r.Subject.Size != int64(len(need("blob=manifest"))) ||
+		string(r.Layers[0].Digest) != need("digest=statement") || r.Layers[0].Size != int64(len(need("blob=statement"))) ||
 		r.Annotations[stagelayout.AnnotationLockDigest] != need("digest=lock") {
 		t.Errorf("receipt does not refer to the manifest and statement: %+v", r)
 	}

@@ -1,8 +1,6 @@
 package stagelayout
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/strictjson"
@@ -20,32 +21,14 @@ import (
 // oci-layout, index.json, manifests.
 const MaxManifestBytes = 4 << 20
 
-// Descriptor is an OCI content descriptor, the members this package reads.
-type Descriptor struct {
-	MediaType    string            `json:"mediaType"`
-	Digest       string            `json:"digest"`
-	Size         int64             `json:"size"`
-	ArtifactType string            `json:"artifactType,omitempty"`
-	Annotations  map[string]string `json:"annotations,omitempty"`
-}
-
-// Manifest is an OCI image manifest, the members this package reads.
-type Manifest struct {
-	SchemaVersion int               `json:"schemaVersion"`
-	MediaType     string            `json:"mediaType"`
-	ArtifactType  string            `json:"artifactType,omitempty"`
-	Config        Descriptor        `json:"config"`
-	Layers        []Descriptor      `json:"layers"`
-	Subject       *Descriptor       `json:"subject,omitempty"`
-	Annotations   map[string]string `json:"annotations,omitempty"`
-}
-
-// Index is an OCI image index (index.json), the members this package reads.
-type Index struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	MediaType     string       `json:"mediaType,omitempty"`
-	Manifests     []Descriptor `json:"manifests"`
-}
+// The OCI types are the image-spec's own (github.com/opencontainers/
+// image-spec/specs-go/v1); digests are go-digest's. This package reads
+// only the members docs/package-pointer.md names.
+type (
+	Descriptor = ocispec.Descriptor
+	Manifest   = ocispec.Manifest
+	Index      = ocispec.Index
+)
 
 // layout reads one OCI image layout directory through an os.Root, so no
 // path in it (a symbolic link, a "..") reaches outside the directory.
@@ -139,8 +122,8 @@ func (l *layout) index() (*Index, error) {
 }
 
 // blobPath is where a well-formed digest's blob lives.
-func blobPath(digest string) string {
-	return "blobs/sha256/" + strings.TrimPrefix(digest, canon.DigestPrefix)
+func blobPath(d digest.Digest) string {
+	return "blobs/sha256/" + d.Encoded()
 }
 
 // blob reads the blob d names and checks its size and SHA-256 against d;
@@ -148,22 +131,22 @@ func blobPath(digest string) string {
 // Absent, unreadable, short, long or different bytes are unavailable: the
 // evidence cannot be read intact.
 func (l *layout) blob(d Descriptor, max int64) ([]byte, error) {
-	if !canon.IsDigest(d.Digest) {
+	if !canon.IsDigest(string(d.Digest)) {
 		return nil, unavailablef("descriptor digest %q is not sha256:<64 hex>; only sha256 blobs are read", strictjson.Clip(d.Digest))
 	}
 	if d.Size < 0 || max >= 0 && d.Size > max {
 		return nil, unavailablef("blob %s: size %d is out of bounds (at most %d)", d.Digest, d.Size, max)
 	}
-	f, err := l.open(blobPath(d.Digest), "blob "+d.Digest)
+	f, err := l.open(blobPath(d.Digest), "blob "+string(d.Digest))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	h := sha256.New()
+	h := digest.Canonical.Digester()
 	var keep strings.Builder
-	w := io.Writer(h)
+	var w io.Writer = h.Hash()
 	if max >= 0 {
-		w = io.MultiWriter(h, &keep)
+		w = io.MultiWriter(h.Hash(), &keep)
 	}
 	n, err := io.Copy(w, io.LimitReader(f, d.Size+1))
 	if err != nil {
@@ -172,7 +155,7 @@ func (l *layout) blob(d Descriptor, max int64) ([]byte, error) {
 	if n != d.Size {
 		return nil, unavailablef("blob %s does not have the %d bytes its descriptor says: the layout is damaged; copy the stage again", d.Digest, d.Size)
 	}
-	if got := canon.DigestPrefix + hex.EncodeToString(h.Sum(nil)); got != d.Digest {
+	if got := h.Digest(); got != d.Digest {
 		return nil, unavailablef("blob %s hashes to %s: the layout is damaged or was altered; copy the stage again", d.Digest, got)
 	}
 	if max < 0 {
@@ -183,7 +166,7 @@ func (l *layout) blob(d Descriptor, max int64) ([]byte, error) {
 
 // blobSize is the size of the blob d names on disk, for a digest known
 // only from a reference (no descriptor yet).
-func (l *layout) blobSize(digest string) (int64, error) {
+func (l *layout) blobSize(digest digest.Digest) (int64, error) {
 	fi, err := l.root.Stat(blobPath(digest))
 	if err != nil {
 		return 0, unavailablef("read blob %s: %v", digest, unwrapPath(err))

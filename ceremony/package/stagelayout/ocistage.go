@@ -25,6 +25,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/strictjson"
@@ -142,11 +144,11 @@ func (v *Verifier) Read(ref, receiptHint string) (Evidence, error) {
 	defer l.Close()
 
 	// 1. The package manifest, by the digest the reference pins.
-	size, err := l.blobSize(manifestDigest)
+	size, err := l.blobSize(digest.Digest(manifestDigest))
 	if err != nil {
 		return Evidence{}, err
 	}
-	md := Descriptor{MediaType: MediaTypeManifest, Digest: manifestDigest, Size: size}
+	md := Descriptor{MediaType: MediaTypeManifest, Digest: digest.Digest(manifestDigest), Size: size}
 	data, err := l.blob(md, MaxManifestBytes)
 	if err != nil {
 		return Evidence{}, err
@@ -166,13 +168,13 @@ func (v *Verifier) Read(ref, receiptHint string) (Evidence, error) {
 		}
 	}
 	ev := Evidence{
-		LockDigest:            lock.Digest,
+		LockDigest:            string(lock.Digest),
 		StageReference:        ref,
-		AdapterEvidenceDigest: config.Digest,
-		ContentDigest:         bundle.Digest,
+		AdapterEvidenceDigest: string(config.Digest),
+		ContentDigest:         string(bundle.Digest),
 	}
 	// 3. The stage receipt: a referrer whose subject is the manifest.
-	rd, st, err := v.receipt(l, md, lock.Digest, receiptHint)
+	rd, st, err := v.receipt(l, md, string(lock.Digest), receiptHint)
 	if err != nil {
 		return Evidence{}, err
 	}
@@ -273,7 +275,7 @@ func (v *Verifier) receipt(l *layout, md Descriptor, lockDigest, hint string) (s
 	}
 	pick := -1
 	for i, c := range found {
-		if c.d.Digest == hint {
+		if string(c.d.Digest) == hint {
 			pick = i
 		}
 	}
@@ -300,7 +302,7 @@ func (v *Verifier) receipt(l *layout, md Descriptor, lockDigest, hint string) (s
 	if _, err := st.VerifySignature(v.TrustedKeys); err != nil {
 		return "", Statement{}, err
 	}
-	return c.d.Digest, st, nil
+	return string(c.d.Digest), st, nil
 }
 
 // FindStage finds, in the layout's index.json, the package manifest whose
@@ -325,19 +327,19 @@ func (v *Verifier) FindStage(lockDigest string) (string, error) {
 	}
 	var found []string
 	for _, d := range ix.Manifests {
-		if d.MediaType != MediaTypeManifest || d.ArtifactType != "" || slices.Contains(found, d.Digest) {
+		if d.MediaType != MediaTypeManifest || d.ArtifactType != "" || slices.Contains(found, string(d.Digest)) {
 			continue
 		}
 		data, err := l.blob(d, MaxManifestBytes)
 		if err != nil {
 			return "", err
 		}
-		m, err := parseManifest(d.Digest, data)
+		m, err := parseManifest(string(d.Digest), data)
 		if err != nil {
 			continue
 		}
-		if _, lock, _, err := packageParts(d.Digest, m); err == nil && lock.Digest == lockDigest {
-			found = append(found, d.Digest)
+		if _, lock, _, err := packageParts(string(d.Digest), m); err == nil && string(lock.Digest) == lockDigest {
+			found = append(found, string(d.Digest))
 		}
 	}
 	switch len(found) {

@@ -6,13 +6,12 @@ package stagelayouttest
 
 import (
 	"crypto/ed25519"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
-	"os"
 	"path/filepath"
+
+	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout"
@@ -85,8 +84,54 @@ func (s *Stage) Intent() intent.Intent {
 	}
 }
 
-// Write stages spec into dir (created if needed) and returns it.
+// Write stages spec into dir (created if needed) with the producer
+// stagelayout.WritePackage and stagelayout.AttachReceipt, as `kubectl ql3
+// package stage` does, and returns it. The manifest is tagged "v1".
 func Write(dir string, spec Spec) (*Stage, error) {
+	spec = spec.withDefaults()
+	st, err := stagelayout.WritePackage(dir, stagelayout.Package{Name: spec.Name, Tag: "v1", Evidence: spec.Config, Lock: spec.Lock, Bundle: spec.Bundle})
+	if err != nil {
+		return nil, err
+	}
+	s := &Stage{Dir: dir, ManifestDigest: string(st.Manifest.Digest), Evidence: st.Evidence, Blobs: map[string]string{}}
+	for part, d := range map[string]stagelayout.Descriptor{"config": st.Config, "lock": st.Lock, "bundle": st.Bundle, "manifest": st.Manifest} {
+		s.Blobs[part] = blobFile(dir, d)
+	}
+	if spec.NoReceipt {
+		return s, nil
+	}
+	statement := st.Statement()
+	if spec.Statement != nil {
+		spec.Statement(&statement)
+	}
+	blob, err := statement.Sign(spec.Signer)
+	if err != nil {
+		return nil, err
+	}
+	if spec.BreakSignature {
+		if blob, err = breakSignature(statement, blob); err != nil {
+			return nil, err
+		}
+	}
+	subject, ann := st.Manifest, st.Evidence.LockDigest
+	if spec.Subject != "" {
+		subject.Digest = digest.Digest(spec.Subject)
+	}
+	if spec.LockAnnotation != "" {
+		ann = spec.LockAnnotation
+	}
+	rd, err := stagelayout.AttachReceipt(dir, st, blob, subject, ann)
+	if err != nil {
+		return nil, err
+	}
+	s.ReceiptDigest = string(rd.Digest)
+	s.Evidence.StageReceiptDigest = string(rd.Digest)
+	s.Blobs["receipt"] = blobFile(dir, rd)
+	s.Blobs["statement"] = filepath.Join(dir, "blobs", "sha256", digest.FromBytes(blob).Encoded())
+	return s, nil
+}
+
+func (spec Spec) withDefaults() Spec {
 	if spec.Name == "" {
 		spec.Name = "registry.example.com/qinglong/packages/demo"
 	}
@@ -102,113 +147,24 @@ func Write(dir string, spec Spec) (*Stage, error) {
 	if spec.Signer == nil {
 		spec.Signer = Key(1)
 	}
-	s := &Stage{Dir: dir, Blobs: map[string]string{}}
-	if err := os.MkdirAll(filepath.Join(dir, "blobs", "sha256"), 0o755); err != nil {
-		return nil, err
-	}
-	put := func(part string, data []byte) (stagelayout.Descriptor, error) {
-		sum := sha256.Sum256(data)
-		d := "sha256:" + hex.EncodeToString(sum[:])
-		p := filepath.Join(dir, "blobs", "sha256", hex.EncodeToString(sum[:]))
-		if part != "" {
-			s.Blobs[part] = p
-		}
-		return stagelayout.Descriptor{Digest: d, Size: int64(len(data))}, os.WriteFile(p, data, 0o644)
-	}
-	putJSON := func(part string, v any) (stagelayout.Descriptor, error) {
-		data, err := json.Marshal(v)
-		if err != nil {
-			return stagelayout.Descriptor{}, err
-		}
-		return put(part, data)
-	}
+	return spec
+}
 
-	config, err := put("config", spec.Config)
-	if err != nil {
-		return nil, err
-	}
-	config.MediaType = stagelayout.MediaTypeStageConfig
-	lock, err := put("lock", spec.Lock)
-	if err != nil {
-		return nil, err
-	}
-	lock.MediaType = stagelayout.MediaTypeLock
-	bundle, err := put("bundle", spec.Bundle)
-	if err != nil {
-		return nil, err
-	}
-	bundle.MediaType = stagelayout.MediaTypeBundle
-	md, err := putJSON("manifest", stagelayout.Manifest{SchemaVersion: 2, MediaType: stagelayout.MediaTypeManifest, Config: config, Layers: []stagelayout.Descriptor{lock, bundle}})
-	if err != nil {
-		return nil, err
-	}
-	md.MediaType = stagelayout.MediaTypeManifest
-	s.ManifestDigest = md.Digest
-	ref := spec.Name + "@" + md.Digest
-	s.Evidence = stagelayout.Evidence{LockDigest: lock.Digest, StageReference: ref, AdapterEvidenceDigest: config.Digest, ContentDigest: bundle.Digest}
-	tagged := md
-	tagged.Annotations = map[string]string{"org.opencontainers.image.ref.name": "v1"}
-	index := stagelayout.Index{SchemaVersion: 2, MediaType: "application/vnd.oci.image.index.v1+json", Manifests: []stagelayout.Descriptor{tagged}}
+func blobFile(dir string, d stagelayout.Descriptor) string {
+	return filepath.Join(dir, "blobs", "sha256", d.Digest.Encoded())
+}
 
-	if !spec.NoReceipt {
-		st := stagelayout.Statement{Schema: stagelayout.StatementSchema, StageReference: ref, LockDigest: lock.Digest, ContentDigest: bundle.Digest, AdapterEvidenceDigest: config.Digest}
-		if spec.Statement != nil {
-			spec.Statement(&st)
-		}
-		blob, err := st.Sign(spec.Signer)
-		if err != nil {
-			return nil, err
-		}
-		if spec.BreakSignature {
-			var m map[string]string
-			_ = json.Unmarshal(blob, &m)
-			sig := []byte(m["signature"])
-			if sig[0] = 'A'; m["signature"][0] == 'A' { // another base64 character: still 64 bytes
-				sig[0] = 'B'
-			}
-			st.Signature = string(sig)
-			if blob, err = canon.Canonical(st); err != nil {
-				return nil, err
-			}
-		}
-		sd, err := put("statement", blob)
-		if err != nil {
-			return nil, err
-		}
-		sd.MediaType = stagelayout.MediaTypeReceipt
-		empty, err := put("", []byte("{}"))
-		if err != nil {
-			return nil, err
-		}
-		empty.MediaType = stagelayout.MediaTypeEmpty
-		subject := md
-		if spec.Subject != "" {
-			subject.Digest = spec.Subject
-		}
-		ann := lock.Digest
-		if spec.LockAnnotation != "" {
-			ann = spec.LockAnnotation
-		}
-		rd, err := putJSON("receipt", stagelayout.Manifest{
-			SchemaVersion: 2, MediaType: stagelayout.MediaTypeManifest, ArtifactType: stagelayout.ArtifactTypeReceipt,
-			Config: empty, Layers: []stagelayout.Descriptor{sd}, Subject: &subject,
-			Annotations: map[string]string{stagelayout.AnnotationLockDigest: ann},
-		})
-		if err != nil {
-			return nil, err
-		}
-		rd.MediaType = stagelayout.MediaTypeManifest
-		rd.ArtifactType = stagelayout.ArtifactTypeReceipt
-		s.ReceiptDigest = rd.Digest
-		s.Evidence.StageReceiptDigest = rd.Digest
-		index.Manifests = append(index.Manifests, rd)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+// breakSignature changes the first character of the signature to another
+// base64 character: still 64 bytes, no longer the signature.
+func breakSignature(st stagelayout.Statement, blob []byte) ([]byte, error) {
+	var m map[string]string
+	if err := json.Unmarshal(blob, &m); err != nil {
 		return nil, err
 	}
-	data, err := json.MarshalIndent(index, "", "  ")
-	if err != nil {
-		return nil, err
+	sig := []byte(m["signature"])
+	if sig[0] = 'A'; m["signature"][0] == 'A' {
+		sig[0] = 'B'
 	}
-	return s, os.WriteFile(filepath.Join(dir, "index.json"), data, 0o644)
+	st.Signature = string(sig)
+	return canon.Canonical(st)
 }
