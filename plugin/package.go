@@ -35,11 +35,12 @@ intent for it (docs/package-pointer.md). "package intent" builds the next
 intent from a staged OCI layout, the package lock and the pointer on the
 cluster; "package activate" writes it by compare-and-swap; "package inspect"
 reports (and settles) it; "package rbac" prints the least privilege;
-"package verify-stage" checks an intent's stage evidence offline.`,
+"package stage" writes a stage (OCI layout and signed receipt) and
+"package verify-stage" checks an intent's stage evidence, both offline.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdPackageVerifyStage(streams), newCmdPackageIntent(flags, streams), newCmdPackageActivate(flags, streams),
+	cmd.AddCommand(newCmdPackageStage(streams), newCmdPackageVerifyStage(streams), newCmdPackageIntent(flags, streams), newCmdPackageActivate(flags, streams),
 		newCmdPackageInspect(flags, streams), newCmdPackageRBAC(flags, streams))
 	return cmd
 }

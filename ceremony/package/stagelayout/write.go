@@ -57,8 +57,8 @@ func (s *Staged) Statement() Statement {
 // blob. Bad input (no name, an empty lock or bundle, a directory holding
 // something other than a layout) is fail.Invalid.
 func WritePackage(dir string, p Package) (*Staged, error) {
-	if err := intent.CheckReference("name", p.Name+"@"+EmptyDigest); err != nil {
-		return nil, fail.Errorf(fail.Invalid, "stage: --name %q is not a repository name: %v", p.Name, err)
+	if err := intent.CheckName("--name", p.Name); err != nil {
+		return nil, fail.Errorf(fail.Invalid, "stage: %v", err)
 	}
 	if len(p.Lock) == 0 || len(p.Bundle) == 0 || len(p.Evidence) == 0 {
 		return nil, fail.Errorf(fail.Invalid, "stage: the lock, the bundle and the adapter evidence must not be empty")
