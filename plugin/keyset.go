@@ -26,14 +26,15 @@ func newCmdKeyset(flags *genericclioptions.ConfigFlags, streams genericiooptions
 		Short: "Verify, plan and publish identity keysets through a durable ledger",
 		Long: `An identity keyset is the file of reviewed public signing keys (JWKs) a
 package management host trusts, with a generation number and the append-only
-list of revoked key IDs. verify and plan-rotation work on files only and never
+list of revoked key IDs. init (generation 1 from public key files), jwk (one
+key file as a JWK), verify and plan-rotation work on files only and never
 contact a cluster; publish writes a generation to a namespace through the
 keyset ledger, and rbac prints the permissions publish needs. The format and
 its rules are in docs/keyset.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdKeysetVerify(streams), newCmdKeysetPlanRotation(streams), newCmdKeysetPublish(flags, streams), newCmdKeysetRBAC(flags, streams))
+	cmd.AddCommand(newCmdKeysetInit(streams), newCmdKeysetJWK(streams), newCmdKeysetVerify(streams), newCmdKeysetPlanRotation(streams), newCmdKeysetPublish(flags, streams), newCmdKeysetRBAC(flags, streams))
 	return cmd
 }
 
