@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // runBounded runs the built binary like run, but kills it after limit: a
@@ -49,14 +50,7 @@ func badKeyFiles(t *testing.T, dir string) []struct{ name, path, reason string }
 	t.Helper()
 	key := []byte("0123456789abcdef0123456789abcdef0123456789abcdef\n")
 	write := func(name string, data []byte, mode os.FileMode) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil { // not subject to umask
-			t.Fatal(err)
-		}
-		return p
+		return testkit.WriteFile(t, filepath.Join(dir, name), data, mode)
 	}
 	good := write("good-key", key, 0o600)
 	link := filepath.Join(dir, "link-key")

@@ -7,12 +7,12 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/gowebpki/jcs"
 
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -20,21 +20,7 @@ import (
 // docs/receipts.md.
 func docExamples(t *testing.T) map[string]string {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "receipts.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile("(?s)<!-- example:([a-z-]+) -->\n```[a-z]*\n(.*?)\n```")
-	out := map[string]string{}
-	for _, m := range re.FindAllStringSubmatch(string(doc), -1) {
-		out[m[1]] = m[2]
-	}
-	for _, name := range []string{"receipt", "file-name", "inventory-digest", "self-digest", "signing-seed", "public-key", "signature"} {
-		if _, ok := out[name]; !ok {
-			t.Fatalf("docs/receipts.md has no example %q", name)
-		}
-	}
-	return out
+	return testkit.DocExamples(t, "receipts.md", "receipt", "file-name", "inventory-digest", "self-digest", "signing-seed", "public-key", "signature")
 }
 
 // TestDocExample recomputes every value the worked example states.

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
@@ -216,12 +217,5 @@ func chmodCopy(t *testing.T, src, name string, mode os.FileMode) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(filepath.Dir(src), name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testkit.WriteFile(t, filepath.Join(filepath.Dir(src), name), data, mode)
 }

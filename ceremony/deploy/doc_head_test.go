@@ -3,14 +3,12 @@ package deploy_test
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"regexp"
 	"testing"
 
 	"github.com/gowebpki/jcs"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
@@ -19,16 +17,7 @@ import (
 // file of docs/.
 func docBlocks(t *testing.T, file string) map[string]string {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile("(?s)<!-- example:([a-z-]+) -->\n```[a-z]*\n(.*?)\n```")
-	out := map[string]string{}
-	for _, m := range re.FindAllStringSubmatch(string(doc), -1) {
-		out[m[1]] = m[2]
-	}
-	return out
+	return testkit.DocExamples(t, file)
 }
 
 // docExampleMutationID is the mutation id docs/head.md §9 gives its Head.

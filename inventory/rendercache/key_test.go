@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // The key is created once, owner-only, and read back; a key file that
@@ -87,12 +88,7 @@ func TestLoadKey(t *testing.T) {
 
 func write(t *testing.T, p string, data []byte, mode os.FileMode) {
 	t.Helper()
-	if err := os.WriteFile(p, data, mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WriteFile(t, p, data, mode)
 }
 
 // An entry is used only if it was written with the cache's key: edited

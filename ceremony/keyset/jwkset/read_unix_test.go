@@ -10,20 +10,14 @@ import (
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	content := mustJSON(t, base())
 	write := func(name string, data []byte, mode os.FileMode) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil { // not subject to umask
-			t.Fatal(err)
-		}
-		return p
+		return testkit.WriteFile(t, filepath.Join(dir, name), data, mode)
 	}
 	good := write("good.json", content, 0o644)
 	if err := os.Symlink(good, filepath.Join(dir, "link.json")); err != nil {

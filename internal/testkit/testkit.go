@@ -1,0 +1,71 @@
+// Package testkit holds the small helpers several packages' tests share:
+// a file written with an exact mode, and the worked examples of a doc.
+// Only tests import it (internal/arch: test machinery never ships).
+package testkit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// WriteFile writes data to path with exactly mode — os.WriteFile's mode is
+// subject to the umask, so the file is chmod'ed after — and returns path.
+func WriteFile(t testing.TB, path string, data []byte, mode os.FileMode) string {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var exampleRE = regexp.MustCompile("(?s)<!-- example:([a-z0-9-]+) -->\n```[a-z]*\n(.*?)\n```")
+
+// DocExamples returns the worked examples of docs/FILE: each fenced block
+// right after a `<!-- example:NAME -->` line, by NAME. It fails t if the
+// doc lacks one of want.
+func DocExamples(t testing.TB, file string, want ...string) map[string]string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range exampleRE.FindAllStringSubmatch(string(doc), -1) {
+		out[m[1]] = m[2]
+	}
+	for _, name := range want {
+		if _, ok := out[name]; !ok {
+			t.Fatalf("docs/%s has no example %q", file, name)
+		}
+	}
+	return out
+}
+
+// moduleRoot is the directory above the working directory holding go.mod
+// and cmd/kubectl-ql3.
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(d, "cmd", "kubectl-ql3")); err == nil {
+				return d, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no kubectl-ql3 module root above %s", wd)
+		}
+	}
+}
