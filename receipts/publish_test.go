@@ -1,16 +1,16 @@
 package receipts
 
 import (
+	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
@@ -117,13 +117,10 @@ func TestMain(m *testing.M) {
 }
 
 func publishHelper(dir string) error {
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Microsecond) {
-		if _, err := os.Stat(dir + ".go"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return errors.New("start file never appeared")
-		}
+	// Ready, then wait for the start: the test closes our stdin.
+	os.Stdout.WriteString("READY\n")
+	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
+		return err
 	}
 	r := newReceipt().inv(200).r
 	if err := derive(&r); err != nil {
@@ -156,16 +153,28 @@ func TestPublishConcurrent(t *testing.T) {
 		}
 		const procs, goroutines = 3, 8
 		var cmds []*exec.Cmd
-		var outs []*bytes.Buffer
+		var outs []*bufio.Reader
+		var starts []io.WriteCloser
 		for range procs {
 			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(os.Environ(), helperEnv+"="+dir)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
+			cmd.Stderr = os.Stderr
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			cmds, outs = append(cmds, cmd), append(outs, &out)
+			out := bufio.NewReader(stdout)
+			if line, err := out.ReadString('\n'); line != "READY\n" { // the process waits for its start
+				t.Fatalf("process: %q %v", line, err)
+			}
+			cmds, outs, starts = append(cmds, cmd), append(outs, out), append(starts, stdin)
 		}
 		r := concurrentReceipt(t)
 		k := testKey(9)
@@ -179,9 +188,8 @@ func TestPublishConcurrent(t *testing.T) {
 				results[i], errs[i] = Publish(dir, r, k)
 			})
 		}
-		time.Sleep(time.Duration(50+50*round) * time.Millisecond) // let the processes reach their wait
-		if err := os.WriteFile(dir+".go", nil, 0o644); err != nil {
-			t.Fatal(err)
+		for _, stdin := range starts {
+			stdin.Close()
 		}
 		close(start)
 		wg.Wait()
@@ -195,10 +203,11 @@ func TestPublishConcurrent(t *testing.T) {
 			}
 		}
 		for i, cmd := range cmds {
+			rest, _ := io.ReadAll(outs[i])
 			if err := cmd.Wait(); err != nil {
-				t.Fatalf("process %d: %v\n%s", i, err, outs[i])
+				t.Fatalf("process %d: %v\n%s", i, err, rest)
 			}
-			wrote += strings.Count(outs[i].String(), "WROTE\n")
+			wrote += strings.Count(string(rest), "WROTE\n")
 		}
 		if wrote != 1 {
 			t.Errorf("round %d: %d publishers wrote the receipt, want exactly 1", round, wrote)
