@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -33,36 +34,20 @@ const (
 	Live Mode = "live"
 )
 
-// Finding is one rule violation.
-type Finding struct {
-	// Rule is the stable rule name (docs/worker.md).
-	Rule string `json:"rule"`
-	// Object is the object the finding is about; nil for the release as a
-	// whole.
-	Object *inventory.Identity `json:"object,omitempty"`
-	// Path locates the field, as in spec.template.spec.volumes[0]; "" is
-	// the whole object.
-	Path     string `json:"path"`
-	Expected string `json:"expected"`
-	Found    string `json:"found"`
-}
+// Finding is one rule violation; its rule names are docs/worker.md's.
+type Finding = manifestaudit.Finding
 
 // Report is the result of an audit.
 type Report struct {
 	Source string `json:"source"`
 	Mode   Mode   `json:"mode"`
-	// Checked are the rules that ran, in table order.
-	Checked []string `json:"checked"`
-	// Findings are every violation, by rule in table order.
-	Findings []Finding `json:"findings"`
+	// Checked are the rules that ran, in table order; Findings are every
+	// violation, by rule in table order.
+	manifestaudit.Result
 }
 
 // Rule is one named check.
-type Rule struct {
-	Name    string
-	Summary string
-	check   func(*subject) []Finding
-}
+type Rule = manifestaudit.Rule[*subject]
 
 // Rules is the rule table, in report order (a copy).
 func Rules() []Rule { return slices.Clone(rules) }
@@ -84,14 +69,5 @@ func Audit(fsys filesys.FileSystem, dir string, mode Mode) (*Report, error) {
 
 // Check audits objs (rendered or read live) in mode.
 func Check(source string, objs []*unstructured.Unstructured, mode Mode) *Report {
-	s := newSubject(objs, mode)
-	r := &Report{Source: source, Mode: mode, Checked: []string{}, Findings: []Finding{}}
-	for _, ru := range rules {
-		r.Checked = append(r.Checked, ru.Name)
-		for _, f := range ru.check(s) {
-			f.Rule = ru.Name
-			r.Findings = append(r.Findings, f)
-		}
-	}
-	return r
+	return &Report{Source: source, Mode: mode, Result: manifestaudit.Run(rules, newSubject(objs, mode))}
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
-	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 )
 
 // Names of the reviewed Worker shape (ADR-0234, ADR-0239; docs/worker.md).
@@ -30,20 +30,20 @@ var identityKeys = []string{"ca.crt", "tls.crt", "tls.key"}
 const podPath = "spec.template.spec"
 
 var rules = []Rule{
-	{Name: "deployment", Summary: "exactly one workload: an apps/v1 Deployment labelled " + RoleLabel + "=" + RoleValue + " on itself and its PodTemplate", check: checkDeployment},
-	{Name: "single-replica", Summary: "spec.replicas is 1", check: checkReplicas},
-	{Name: "recreate", Summary: "strategy Recreate", check: checkRecreate},
-	{Name: "state-pvc", Summary: "exactly one PersistentVolumeClaim volume, its claim rendered (or read) with accessModes exactly [ReadWriteOnce], mounted read-write by the worker container", check: checkPVC},
-	{Name: "projected-volume", Summary: "exactly one projected volume, with exactly two sources: Secret " + delivery.IdentitySecret + " (ca.crt, tls.key, tls.crt) and Secret " + delivery.SecretName + " (credential-token); no other volume references a Secret", check: checkProjected},
-	{Name: "secret-separation", Summary: "no Secret of the release holds credential-token; a rendered " + delivery.IdentitySecret + " holds exactly ca.crt, tls.key, tls.crt; the release renders no " + delivery.SecretName, check: checkSeparation},
-	{Name: "private-copy", Summary: "one initContainer copying from the projected volume into a Memory emptyDir of sizeLimit at most 4Mi; the worker container mounts that emptyDir and not the projected volume", check: checkPrivateCopy},
-	{Name: "identity-generation", Summary: "the PodTemplate carries " + delivery.AnnotationIdentityGeneration + "; deployable and live: not " + delivery.IdentityPlaceholder, check: checkIdentityGeneration},
-	{Name: "automount-token", Summary: "automountServiceAccountToken false on the pod", check: checkAutomount},
-	{Name: "no-token-projection", Summary: "no projected serviceAccountToken source", check: checkTokenProjection},
-	{Name: "no-ports", Summary: "no container or initContainer declares a port", check: checkPorts},
-	{Name: "no-sidecars", Summary: "exactly one container; no initContainer with restartPolicy Always; no ephemeral containers", check: checkSidecars},
-	{Name: "no-probes", Summary: "no liveness, readiness or startup probe", check: checkProbes},
-	{Name: "credential-annotations", Summary: "base and deployable: the release sets none of the five credential annotations; live: all five or none", check: checkCredentialAnnotations},
+	manifestaudit.NewRule("deployment", "exactly one workload: an apps/v1 Deployment labelled "+RoleLabel+"="+RoleValue+" on itself and its PodTemplate", checkDeployment),
+	manifestaudit.NewRule("single-replica", "spec.replicas is 1", checkReplicas),
+	manifestaudit.NewRule("recreate", "strategy Recreate", checkRecreate),
+	manifestaudit.NewRule("state-pvc", "exactly one PersistentVolumeClaim volume, its claim rendered (or read) with accessModes exactly [ReadWriteOnce], mounted read-write by the worker container", checkPVC),
+	manifestaudit.NewRule("projected-volume", "exactly one projected volume, with exactly two sources: Secret "+delivery.IdentitySecret+" (ca.crt, tls.key, tls.crt) and Secret "+delivery.SecretName+" (credential-token); no other volume references a Secret", checkProjected),
+	manifestaudit.NewRule("secret-separation", "no Secret of the release holds credential-token; a rendered "+delivery.IdentitySecret+" holds exactly ca.crt, tls.key, tls.crt; the release renders no "+delivery.SecretName, checkSeparation),
+	manifestaudit.NewRule("private-copy", "one initContainer copying from the projected volume into a Memory emptyDir of sizeLimit at most 4Mi; the worker container mounts that emptyDir and not the projected volume", checkPrivateCopy),
+	manifestaudit.NewRule("identity-generation", "the PodTemplate carries "+delivery.AnnotationIdentityGeneration+"; deployable and live: not "+delivery.IdentityPlaceholder, checkIdentityGeneration),
+	manifestaudit.NewRule("automount-token", "automountServiceAccountToken false on the pod", checkAutomount),
+	manifestaudit.NewRule("no-token-projection", "no projected serviceAccountToken source", checkTokenProjection),
+	manifestaudit.NewRule("no-ports", "no container or initContainer declares a port", checkPorts),
+	manifestaudit.NewRule("no-sidecars", "exactly one container; no initContainer with restartPolicy Always; no ephemeral containers", checkSidecars),
+	manifestaudit.NewRule("no-probes", "no liveness, readiness or startup probe", checkProbes),
+	manifestaudit.NewRule("credential-annotations", "base and deployable: the release sets none of the five credential annotations; live: all five or none", checkCredentialAnnotations),
 }
 
 type subject struct {
@@ -58,8 +58,7 @@ type subject struct {
 func newSubject(objs []*unstructured.Unstructured, mode Mode) *subject {
 	s := &subject{mode: mode, objs: objs}
 	for _, o := range objs {
-		switch gk := o.GroupVersionKind().GroupKind(); gk.Group + "/" + gk.Kind {
-		case "apps/Deployment", "/Pod", "/ReplicationController", "apps/StatefulSet", "apps/DaemonSet", "apps/ReplicaSet", "batch/Job", "batch/CronJob":
+		if manifestaudit.Workload(o) {
 			s.workloads = append(s.workloads, o)
 		}
 	}
@@ -74,27 +73,8 @@ func newSubject(objs []*unstructured.Unstructured, mode Mode) *subject {
 	return s
 }
 
-func identityOf(u *unstructured.Unstructured) inventory.Identity {
-	return inventory.Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
-}
-
-func at(u *unstructured.Unstructured, path, expected, found string) Finding {
-	if u == nil {
-		return Finding{Path: path, Expected: expected, Found: found}
-	}
-	id := identityOf(u)
-	return Finding{Object: &id, Path: path, Expected: expected, Found: found}
-}
-
 func (s *subject) at(path, expected, found string) []Finding {
-	return []Finding{at(s.depU, path, expected, found)}
-}
-
-func quote(v string) string {
-	if v == "" {
-		return "<unset>"
-	}
-	return fmt.Sprintf("%q", v)
+	return []Finding{manifestaudit.At(s.depU, path, expected, found)}
 }
 
 // pod is the Deployment's pod spec; nil when there is no single Deployment
@@ -115,16 +95,16 @@ func checkDeployment(s *subject) []Finding {
 		}
 		return []Finding{{Path: "", Expected: "exactly one workload, a Deployment", Found: fmt.Sprintf("%d: %s", len(s.workloads), strings.Join(kinds, ", "))}}
 	case s.workloads[0].GetKind() != "Deployment" || s.workloads[0].GetAPIVersion() != "apps/v1":
-		return []Finding{at(s.workloads[0], "", "an apps/v1 Deployment", s.workloads[0].GetAPIVersion()+" "+s.workloads[0].GetKind())}
+		return []Finding{manifestaudit.At(s.workloads[0], "", "an apps/v1 Deployment", s.workloads[0].GetAPIVersion()+" "+s.workloads[0].GetKind())}
 	case s.decodeErr != nil:
-		return []Finding{at(s.workloads[0], "", "a Deployment that decodes", s.decodeErr.Error())}
+		return []Finding{manifestaudit.At(s.workloads[0], "", "a Deployment that decodes", s.decodeErr.Error())}
 	}
 	var out []Finding
 	if v := s.dep.Labels[RoleLabel]; v != RoleValue {
-		out = append(out, at(s.depU, "metadata.labels."+RoleLabel, quote(RoleValue), quote(v)))
+		out = append(out, manifestaudit.At(s.depU, "metadata.labels."+RoleLabel, manifestaudit.Quote(RoleValue), manifestaudit.Quote(v)))
 	}
 	if v := s.dep.Spec.Template.Labels[RoleLabel]; v != RoleValue {
-		out = append(out, at(s.depU, "spec.template.metadata.labels."+RoleLabel, quote(RoleValue), quote(v)))
+		out = append(out, manifestaudit.At(s.depU, "spec.template.metadata.labels."+RoleLabel, manifestaudit.Quote(RoleValue), manifestaudit.Quote(v)))
 	}
 	return out
 }
@@ -148,7 +128,7 @@ func checkRecreate(s *subject) []Finding {
 		return nil
 	}
 	if t := s.dep.Spec.Strategy.Type; t != appsv1.RecreateDeploymentStrategyType {
-		return s.at("spec.strategy.type", "Recreate", quote(string(t)))
+		return s.at("spec.strategy.type", "Recreate", manifestaudit.Quote(string(t)))
 	}
 	return nil
 }
@@ -181,7 +161,7 @@ func checkPVC(s *subject) []Finding {
 	path := fmt.Sprintf("%s.volumes[%d]", podPath, idx[0])
 	var out []Finding
 	if v.PersistentVolumeClaim.ReadOnly {
-		out = append(out, at(s.depU, path+".persistentVolumeClaim.readOnly", "false", "true"))
+		out = append(out, manifestaudit.At(s.depU, path+".persistentVolumeClaim.readOnly", "false", "true"))
 	}
 	claim := v.PersistentVolumeClaim.ClaimName
 	var pvc *unstructured.Unstructured
@@ -191,17 +171,17 @@ func checkPVC(s *subject) []Finding {
 		}
 	}
 	if pvc == nil {
-		out = append(out, at(s.depU, path+".persistentVolumeClaim.claimName", "a PersistentVolumeClaim of the release", quote(claim)))
+		out = append(out, manifestaudit.At(s.depU, path+".persistentVolumeClaim.claimName", "a PersistentVolumeClaim of the release", manifestaudit.Quote(claim)))
 	} else {
 		modes, _, _ := unstructured.NestedStringSlice(pvc.Object, "spec", "accessModes")
 		if !slices.Equal(modes, []string{"ReadWriteOnce"}) {
-			out = append(out, at(pvc, "spec.accessModes", "[ReadWriteOnce]", fmt.Sprint(modes)))
+			out = append(out, manifestaudit.At(pvc, "spec.accessModes", "[ReadWriteOnce]", fmt.Sprint(modes)))
 		}
 	}
 	if c := s.main(); c != nil {
 		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == v.Name })
 		if i < 0 || c.VolumeMounts[i].ReadOnly {
-			out = append(out, at(s.depU, podPath+".containers[0].volumeMounts", "the state claim "+quote(v.Name)+" mounted read-write", "not mounted read-write"))
+			out = append(out, manifestaudit.At(s.depU, podPath+".containers[0].volumeMounts", "the state claim "+manifestaudit.Quote(v.Name)+" mounted read-write", "not mounted read-write"))
 		}
 	}
 	return out
@@ -235,12 +215,12 @@ func checkProjected(s *subject) []Finding {
 	var out []Finding
 	for i, v := range p.Volumes {
 		if v.Secret != nil {
-			out = append(out, at(s.depU, fmt.Sprintf("%s.volumes[%d].secret", podPath, i), "no Secret volume (the two Secrets come through the one projected volume)", quote(v.Secret.SecretName)))
+			out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.volumes[%d].secret", podPath, i), "no Secret volume (the two Secrets come through the one projected volume)", manifestaudit.Quote(v.Secret.SecretName)))
 		}
 	}
 	idx := s.projected()
 	if len(idx) != 1 {
-		return append(out, at(s.depU, podPath+".volumes", "exactly one projected volume", fmt.Sprint(len(idx))))
+		return append(out, manifestaudit.At(s.depU, podPath+".volumes", "exactly one projected volume", fmt.Sprint(len(idx))))
 	}
 	path := fmt.Sprintf("%s.volumes[%d].projected.sources", podPath, idx[0])
 	seen := map[string][]string{}
@@ -250,22 +230,22 @@ func checkProjected(s *subject) []Finding {
 		}
 		name := src.Secret.Name
 		if name != delivery.IdentitySecret && name != delivery.SecretName {
-			out = append(out, at(s.depU, fmt.Sprintf("%s[%d].secret.name", path, j), quote(delivery.IdentitySecret)+" or "+quote(delivery.SecretName), quote(name)))
+			out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s[%d].secret.name", path, j), manifestaudit.Quote(delivery.IdentitySecret)+" or "+manifestaudit.Quote(delivery.SecretName), manifestaudit.Quote(name)))
 			continue
 		}
 		if _, dup := seen[name]; dup {
-			out = append(out, at(s.depU, fmt.Sprintf("%s[%d].secret.name", path, j), "each Secret once", quote(name)+" twice"))
+			out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s[%d].secret.name", path, j), "each Secret once", manifestaudit.Quote(name)+" twice"))
 		}
 		seen[name] = itemKeys(src.Secret.Items)
 		if src.Secret.Optional != nil && *src.Secret.Optional {
-			out = append(out, at(s.depU, fmt.Sprintf("%s[%d].secret.optional", path, j), "false", "true"))
+			out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s[%d].secret.optional", path, j), "false", "true"))
 		}
 	}
 	if k, ok := seen[delivery.IdentitySecret]; !ok || !slices.Equal(k, identityKeys) {
-		out = append(out, at(s.depU, path, "Secret "+delivery.IdentitySecret+" with items ca.crt, tls.crt, tls.key", fmt.Sprint(k)))
+		out = append(out, manifestaudit.At(s.depU, path, "Secret "+delivery.IdentitySecret+" with items ca.crt, tls.crt, tls.key", fmt.Sprint(k)))
 	}
 	if k, ok := seen[delivery.SecretName]; !ok || !slices.Equal(k, []string{delivery.SecretKey}) {
-		out = append(out, at(s.depU, path, "Secret "+delivery.SecretName+" with the one item "+delivery.SecretKey, fmt.Sprint(k)))
+		out = append(out, manifestaudit.At(s.depU, path, "Secret "+delivery.SecretName+" with the one item "+delivery.SecretKey, fmt.Sprint(k)))
 	}
 	return out
 }
@@ -279,12 +259,12 @@ func checkSeparation(s *subject) []Finding {
 		keys := secretKeys(o)
 		switch {
 		case o.GetName() == delivery.SecretName:
-			out = append(out, at(o, "", "no "+delivery.SecretName+" in the release (kubectl ql3 worker publish creates it)", "rendered"))
+			out = append(out, manifestaudit.At(o, "", "no "+delivery.SecretName+" in the release (kubectl ql3 worker publish creates it)", "rendered"))
 		case slices.Contains(keys, delivery.SecretKey):
-			out = append(out, at(o, "data", "no "+delivery.SecretKey+" outside "+delivery.SecretName, "present"))
+			out = append(out, manifestaudit.At(o, "data", "no "+delivery.SecretKey+" outside "+delivery.SecretName, "present"))
 		}
 		if o.GetName() == delivery.IdentitySecret && !slices.Equal(keys, identityKeys) {
-			out = append(out, at(o, "data", "exactly ca.crt, tls.crt, tls.key", fmt.Sprint(keys)))
+			out = append(out, manifestaudit.At(o, "data", "exactly ca.crt, tls.crt, tls.key", fmt.Sprint(keys)))
 		}
 	}
 	return out
@@ -327,7 +307,7 @@ func checkPrivateCopy(s *subject) []Finding {
 		if l != nil {
 			found = l.String()
 		}
-		out = append(out, at(s.depU, fmt.Sprintf("%s.volumes[%d].emptyDir.sizeLimit", podPath, mem[0]), "at most 4Mi", found))
+		out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.volumes[%d].emptyDir.sizeLimit", podPath, mem[0]), "at most 4Mi", found))
 	}
 	proj := ""
 	if idx := s.projected(); len(idx) == 1 {
@@ -342,22 +322,22 @@ func checkPrivateCopy(s *subject) []Finding {
 		return false, false
 	}
 	if len(p.InitContainers) != 1 {
-		out = append(out, at(s.depU, podPath+".initContainers", "exactly one initContainer (the private copy)", fmt.Sprint(len(p.InitContainers))))
+		out = append(out, manifestaudit.At(s.depU, podPath+".initContainers", "exactly one initContainer (the private copy)", fmt.Sprint(len(p.InitContainers))))
 	} else {
 		ic := p.InitContainers[0]
 		if ok, ro := mounts(ic, proj); proj == "" || !ok || !ro {
-			out = append(out, at(s.depU, podPath+".initContainers[0].volumeMounts", "the projected volume mounted read-only", "not mounted read-only"))
+			out = append(out, manifestaudit.At(s.depU, podPath+".initContainers[0].volumeMounts", "the projected volume mounted read-only", "not mounted read-only"))
 		}
 		if ok, _ := mounts(ic, priv.Name); !ok {
-			out = append(out, at(s.depU, podPath+".initContainers[0].volumeMounts", "the private emptyDir "+quote(priv.Name), "not mounted"))
+			out = append(out, manifestaudit.At(s.depU, podPath+".initContainers[0].volumeMounts", "the private emptyDir "+manifestaudit.Quote(priv.Name), "not mounted"))
 		}
 	}
 	if c := s.main(); c != nil {
 		if ok, _ := mounts(*c, priv.Name); !ok {
-			out = append(out, at(s.depU, podPath+".containers[0].volumeMounts", "the private emptyDir "+quote(priv.Name), "not mounted"))
+			out = append(out, manifestaudit.At(s.depU, podPath+".containers[0].volumeMounts", "the private emptyDir "+manifestaudit.Quote(priv.Name), "not mounted"))
 		}
 		if ok, _ := mounts(*c, proj); proj != "" && ok {
-			out = append(out, at(s.depU, podPath+".containers[0].volumeMounts", "no mount of the projected volume (the worker reads its private copy)", quote(proj)))
+			out = append(out, manifestaudit.At(s.depU, podPath+".containers[0].volumeMounts", "no mount of the projected volume (the worker reads its private copy)", manifestaudit.Quote(proj)))
 		}
 	}
 	return out
@@ -373,7 +353,7 @@ func checkIdentityGeneration(s *subject) []Finding {
 	case !ok || v == "":
 		return s.at(path, "an identity generation", "<unset>")
 	case s.mode != Base && v == delivery.IdentityPlaceholder:
-		return s.at(path, "the generation the private overlay sets", quote(v))
+		return s.at(path, "the generation the private overlay sets", manifestaudit.Quote(v))
 	}
 	return nil
 }
@@ -405,7 +385,7 @@ func checkTokenProjection(s *subject) []Finding {
 		}
 		for j, src := range v.Projected.Sources {
 			if src.ServiceAccountToken != nil {
-				out = append(out, at(s.depU, fmt.Sprintf("%s.volumes[%d].projected.sources[%d].serviceAccountToken", podPath, i, j), "none", "a ServiceAccount token"))
+				out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.volumes[%d].projected.sources[%d].serviceAccountToken", podPath, i, j), "none", "a ServiceAccount token"))
 			}
 		}
 	}
@@ -424,7 +404,7 @@ func checkPorts(s *subject) []Finding {
 	}{{"initContainers", p.InitContainers}, {"containers", p.Containers}} {
 		for i, c := range g.cs {
 			if len(c.Ports) > 0 {
-				out = append(out, at(s.depU, fmt.Sprintf("%s.%s[%d].ports", podPath, g.f, i), "no port", fmt.Sprint(len(c.Ports))))
+				out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.%s[%d].ports", podPath, g.f, i), "no port", fmt.Sprint(len(c.Ports))))
 			}
 		}
 	}
@@ -438,15 +418,15 @@ func checkSidecars(s *subject) []Finding {
 	}
 	var out []Finding
 	if len(p.Containers) != 1 {
-		out = append(out, at(s.depU, podPath+".containers", "exactly one container", fmt.Sprint(len(p.Containers))))
+		out = append(out, manifestaudit.At(s.depU, podPath+".containers", "exactly one container", fmt.Sprint(len(p.Containers))))
 	}
 	for i, c := range p.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			out = append(out, at(s.depU, fmt.Sprintf("%s.initContainers[%d].restartPolicy", podPath, i), "unset (a run-to-completion copy)", "Always (a sidecar)"))
+			out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.initContainers[%d].restartPolicy", podPath, i), "unset (a run-to-completion copy)", "Always (a sidecar)"))
 		}
 	}
 	if len(p.EphemeralContainers) > 0 {
-		out = append(out, at(s.depU, podPath+".ephemeralContainers", "none", fmt.Sprint(len(p.EphemeralContainers))))
+		out = append(out, manifestaudit.At(s.depU, podPath+".ephemeralContainers", "none", fmt.Sprint(len(p.EphemeralContainers))))
 	}
 	return out
 }
@@ -463,7 +443,7 @@ func checkProbes(s *subject) []Finding {
 			p *corev1.Probe
 		}{{"livenessProbe", c.LivenessProbe}, {"readinessProbe", c.ReadinessProbe}, {"startupProbe", c.StartupProbe}} {
 			if pr.p != nil {
-				out = append(out, at(s.depU, fmt.Sprintf("%s.containers[%d].%s", podPath, i, pr.f), "none (Ready is not domain recovery)", "set"))
+				out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.containers[%d].%s", podPath, i, pr.f), "none (Ready is not domain recovery)", "set"))
 			}
 		}
 	}
@@ -489,9 +469,9 @@ func checkCredentialAnnotations(s *subject) []Finding {
 		switch {
 		case live && (len(set) == 0 || len(set) == len(delivery.Annotations)):
 		case live:
-			out = append(out, at(s.depU, where.path, "all five credential annotations or none", strings.Join(set, ", ")))
+			out = append(out, manifestaudit.At(s.depU, where.path, "all five credential annotations or none", strings.Join(set, ", ")))
 		case len(set) > 0:
-			out = append(out, at(s.depU, where.path, "none of the credential annotations (kubectl ql3 worker publish sets them)", strings.Join(set, ", ")))
+			out = append(out, manifestaudit.At(s.depU, where.path, "none of the credential annotations (kubectl ql3 worker publish sets them)", strings.Join(set, ", ")))
 		}
 	}
 	return out
