@@ -8,14 +8,12 @@
 package operation
 
 import (
-	"fmt"
-	"path/filepath"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -56,24 +54,10 @@ type Options struct {
 	RepoRoot string
 }
 
-// Finding is one rule violation.
-type Finding struct {
-	// Rule is the stable rule name (docs/operation-audit.md).
-	Rule string `json:"rule"`
-	// Object is the rendered object the finding is about; nil for a
-	// finding about a kustomization file.
-	Object *inventory.Identity `json:"object,omitempty"`
-	// File is the kustomization file the finding is about, relative to the
-	// repository root (or to DIR without one), slash-separated.
-	File string `json:"file,omitempty"`
-	// Path locates the field: dotted field names with [index] for list
-	// items, as in spec.template.spec.containers[0].image; "" is the whole
-	// object or file.
-	Path string `json:"path"`
-	// Expected and Found say what the rule wants and what is there.
-	Expected string `json:"expected"`
-	Found    string `json:"found"`
-}
+// Finding is one rule violation; its rule names are
+// docs/operation-audit.md's. A finding about a kustomization file names
+// the file relative to the repository root (or to DIR without one).
+type Finding = manifestaudit.Finding
 
 // Report is the result of an audit.
 type Report struct {
@@ -82,14 +66,11 @@ type Report struct {
 	RepoRoot string `json:"repoRoot,omitempty"`
 	// Shape is the availability shape of the management Deployment.
 	Shape Shape `json:"shape"`
-	// Checked are the rules that ran, in table order.
-	Checked []string `json:"checked"`
-	// NotChecked are the rules that did not run in this mode or without
-	// --repo-root, in table order.
-	NotChecked []string `json:"notChecked"`
-	// Findings are every violation, by rule in table order, then in the
-	// order the rule found them.
-	Findings []Finding `json:"findings"`
+	// Checked are the rules that ran and NotChecked those that did not
+	// run in this mode or without --repo-root, in table order; Findings
+	// are every violation, by rule in table order, then in the order the
+	// rule found them.
+	manifestaudit.Result
 }
 
 // Audit renders the operation in dir on fsys and checks it. Problems that
@@ -116,33 +97,20 @@ func Audit(fsys filesys.FileSystem, dir string, opts Options) (*Report, error) {
 		}
 		s.repo = repo
 	}
-	r := &Report{Dir: dir, Mode: mode, RepoRoot: opts.RepoRoot, Shape: s.shape(), Checked: []string{}, NotChecked: []string{}, Findings: []Finding{}}
-	for _, ru := range Rules() {
-		if !ru.applies(mode, s.repo != nil) {
-			r.NotChecked = append(r.NotChecked, ru.Name)
-			continue
-		}
-		r.Checked = append(r.Checked, ru.Name)
-		for _, f := range ru.check(s) {
-			f.Rule = ru.Name
-			r.Findings = append(r.Findings, f)
-		}
-	}
-	return r, nil
+	withRepo := s.repo != nil
+	res := manifestaudit.RunSome(rules, s, func(r Rule) (manifestaudit.Rule[*subject], bool) {
+		return r.Rule, r.applies(mode, withRepo)
+	})
+	return &Report{Dir: dir, Mode: mode, RepoRoot: opts.RepoRoot, Shape: s.shape(), Result: res}, nil
 }
 
-// Rule is one named check over the rendered operation.
+// Rule is one named check over the rendered operation and where it runs.
 type Rule struct {
-	// Name is the stable identifier findings carry.
-	Name string
-	// Summary says what the rule checks, in one line.
-	Summary string
+	manifestaudit.Rule[*subject]
 	// Modes are the modes the rule runs in.
 	Modes []Mode
 	// NeedsRepo means the rule runs only with Options.RepoRoot.
 	NeedsRepo bool
-
-	check func(*subject) []Finding
 }
 
 func (r Rule) applies(m Mode, repo bool) bool {
@@ -151,26 +119,3 @@ func (r Rule) applies(m Mode, repo bool) bool {
 
 // Rules is the rule table, in report order. The returned slice is a copy.
 func Rules() []Rule { return slices.Clone(rules) }
-
-// at is a finding about a rendered object.
-func at(u *unstructured.Unstructured, path, expected, found string) Finding {
-	id := identityOf(u)
-	return Finding{Object: &id, Path: path, Expected: expected, Found: found}
-}
-
-func identityOf(u *unstructured.Unstructured) inventory.Identity {
-	return inventory.Identity{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
-}
-
-// inFile is a finding about a kustomization file.
-func inFile(file, path, expected, found string) Finding {
-	return Finding{File: filepath.ToSlash(file), Path: path, Expected: expected, Found: found}
-}
-
-// quote renders a found value; "" reads as <unset>.
-func quote(s string) string {
-	if s == "" {
-		return "<unset>"
-	}
-	return fmt.Sprintf("%q", s)
-}

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 )
 
 func checkDeployment(s *subject) []Finding {
@@ -18,21 +20,21 @@ func checkDeployment(s *subject) []Finding {
 		out = append(out, Finding{Expected: "one Deployment", Found: "none"})
 	case n > 1:
 		for _, d := range s.deployments {
-			out = append(out, at(d, "", "the only Deployment of the render", fmt.Sprintf("one of %d Deployments", n)))
+			out = append(out, manifestaudit.At(d, "", "the only Deployment of the render", fmt.Sprintf("one of %d Deployments", n)))
 		}
 	}
 	for _, w := range s.workloads {
-		out = append(out, at(w, "", "no workload besides the management Deployment", w.GetKind()))
+		out = append(out, manifestaudit.At(w, "", "no workload besides the management Deployment", w.GetKind()))
 	}
 	if s.decodeErr != nil {
-		out = append(out, at(s.deployments[0], "", "a Deployment the API server accepts", s.decodeErr.Error()))
+		out = append(out, manifestaudit.At(s.deployments[0], "", "a Deployment the API server accepts", s.decodeErr.Error()))
 	}
 	if s.dep != nil && s.mgmt < 0 {
 		var names []string
 		for _, c := range s.dep.Spec.Template.Spec.Containers {
 			names = append(names, c.Name)
 		}
-		out = append(out, at(s.depU, podPath+".containers", fmt.Sprintf("one container, or one named %q", ManagementContainer), fmt.Sprintf("%q", names)))
+		out = append(out, manifestaudit.At(s.depU, podPath+".containers", fmt.Sprintf("one container, or one named %q", ManagementContainer), fmt.Sprintf("%q", names)))
 	}
 	return out
 }
@@ -45,11 +47,11 @@ func checkReplicas(s *subject) []Finding {
 	const dev = ": a single-replica development shape, not production HA evidence"
 	switch {
 	case r == nil:
-		return []Finding{at(s.depU, "spec.replicas", "2", "<unset> (1)"+dev)}
+		return []Finding{manifestaudit.At(s.depU, "spec.replicas", "2", "<unset> (1)"+dev)}
 	case *r == 1:
-		return []Finding{at(s.depU, "spec.replicas", "2", "1"+dev)}
+		return []Finding{manifestaudit.At(s.depU, "spec.replicas", "2", "1"+dev)}
 	case *r != 2:
-		return []Finding{at(s.depU, "spec.replicas", "2", fmt.Sprint(*r))}
+		return []Finding{manifestaudit.At(s.depU, "spec.replicas", "2", fmt.Sprint(*r))}
 	}
 	return nil
 }
@@ -79,7 +81,7 @@ func checkAntiAffinity(s *subject) []Finding {
 	if len(found) > 0 {
 		f = strings.Join(found, "; ")
 	}
-	return []Finding{at(s.depU, where, "a term with topologyKey kubernetes.io/hostname whose labelSelector selects the pod's own labels", f)}
+	return []Finding{manifestaudit.At(s.depU, where, "a term with topologyKey kubernetes.io/hostname whose labelSelector selects the pod's own labels", f)}
 }
 
 func checkMaxUnavailable(s *subject) []Finding {
@@ -88,13 +90,13 @@ func checkMaxUnavailable(s *subject) []Finding {
 	}
 	st := s.dep.Spec.Strategy
 	if st.Type != "" && st.Type != "RollingUpdate" {
-		return []Finding{at(s.depU, "spec.strategy.type", "RollingUpdate with maxUnavailable 0", string(st.Type))}
+		return []Finding{manifestaudit.At(s.depU, "spec.strategy.type", "RollingUpdate with maxUnavailable 0", string(st.Type))}
 	}
 	if st.RollingUpdate == nil || st.RollingUpdate.MaxUnavailable == nil {
-		return []Finding{at(s.depU, "spec.strategy.rollingUpdate.maxUnavailable", "0", "<unset> (25%)")}
+		return []Finding{manifestaudit.At(s.depU, "spec.strategy.rollingUpdate.maxUnavailable", "0", "<unset> (25%)")}
 	}
 	if v := *st.RollingUpdate.MaxUnavailable; !isZero(v) {
-		return []Finding{at(s.depU, "spec.strategy.rollingUpdate.maxUnavailable", "0", v.String())}
+		return []Finding{manifestaudit.At(s.depU, "spec.strategy.rollingUpdate.maxUnavailable", "0", v.String())}
 	}
 	return nil
 }
@@ -113,21 +115,21 @@ func checkPDB(s *subject) []Finding {
 		if s.development() {
 			return out
 		}
-		return append(out, at(s.depU, "spec.template.metadata.labels", "a PodDisruptionBudget selecting the pod with minAvailable 1", "none"))
+		return append(out, manifestaudit.At(s.depU, "spec.template.metadata.labels", "a PodDisruptionBudget selecting the pod with minAvailable 1", "none"))
 	}
 	for i, d := range pdbs {
 		if i > 0 {
-			out = append(out, at(d.u, "spec.selector", "the only PodDisruptionBudget selecting the pod", fmt.Sprintf("one of %d", len(pdbs))))
+			out = append(out, manifestaudit.At(d.u, "spec.selector", "the only PodDisruptionBudget selecting the pod", fmt.Sprintf("one of %d", len(pdbs))))
 			continue
 		}
 		if d.obj.Spec.MaxUnavailable != nil {
-			out = append(out, at(d.u, "spec.maxUnavailable", "<unset> (minAvailable 1 instead)", d.obj.Spec.MaxUnavailable.String()))
+			out = append(out, manifestaudit.At(d.u, "spec.maxUnavailable", "<unset> (minAvailable 1 instead)", d.obj.Spec.MaxUnavailable.String()))
 		}
 		switch m := d.obj.Spec.MinAvailable; {
 		case m == nil:
-			out = append(out, at(d.u, "spec.minAvailable", "1", "<unset>"))
+			out = append(out, manifestaudit.At(d.u, "spec.minAvailable", "1", "<unset>"))
 		case m.Type != intstr.Int || m.IntVal != 1:
-			out = append(out, at(d.u, "spec.minAvailable", "1", m.String()))
+			out = append(out, manifestaudit.At(d.u, "spec.minAvailable", "1", m.String()))
 		}
 	}
 	return out

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 )
 
 // resources: the per-replica budget.
@@ -49,9 +51,9 @@ func checkResources(s *subject) []Finding {
 		}
 		switch {
 		case len(unset) > 0:
-			out = append(out, at(s.depU, where, b.want.String(), fmt.Sprintf("<unset> in containers %q", unset)))
+			out = append(out, manifestaudit.At(s.depU, where, b.want.String(), fmt.Sprintf("<unset> in containers %q", unset)))
 		case sum.Cmp(b.want) != 0:
-			out = append(out, at(s.depU, where, b.want.String(), sum.String()))
+			out = append(out, manifestaudit.At(s.depU, where, b.want.String(), sum.String()))
 		}
 	}
 	return out
@@ -90,7 +92,7 @@ func envValues(settings []envSetting) func(*subject) []Finding {
 				continue
 			}
 			if f, bad := literal(e, st.value); bad {
-				out = append(out, at(s.depU, valuePath(e), fmt.Sprintf("%s=%s", st.name, st.value), f))
+				out = append(out, manifestaudit.At(s.depU, valuePath(e), fmt.Sprintf("%s=%s", st.name, st.value), f))
 			}
 		}
 		return out
@@ -102,7 +104,7 @@ func literal(e envVar, want string) (string, bool) {
 	if e.v.ValueFrom != nil {
 		return "a valueFrom reference the audit cannot read", true
 	}
-	return quote(e.v.Value), e.v.Value != want
+	return manifestaudit.Quote(e.v.Value), e.v.Value != want
 }
 
 // valuePath is the path of e's value or valueFrom.
@@ -121,10 +123,10 @@ func requireLiteral(s *subject, name, want string) []Finding {
 	}
 	e, ok := s.env()[name]
 	if !ok {
-		return []Finding{at(s.depU, cp+".env", fmt.Sprintf("%s=%s", name, want), "<unset>")}
+		return []Finding{manifestaudit.At(s.depU, cp+".env", fmt.Sprintf("%s=%s", name, want), "<unset>")}
 	}
 	if f, bad := literal(e, want); bad {
-		return []Finding{at(s.depU, valuePath(e), fmt.Sprintf("%s=%s", name, want), f)}
+		return []Finding{manifestaudit.At(s.depU, valuePath(e), fmt.Sprintf("%s=%s", name, want), f)}
 	}
 	return nil
 }
@@ -148,11 +150,11 @@ func absoluteIn(s *subject, name, secret string) []Finding {
 	e, ok := s.env()[name]
 	switch {
 	case !ok:
-		return []Finding{at(s.depU, cp+".env", name+": "+want, "<unset>")}
+		return []Finding{manifestaudit.At(s.depU, cp+".env", name+": "+want, "<unset>")}
 	case e.v.ValueFrom != nil:
-		return []Finding{at(s.depU, valuePath(e), name+": "+want, "a valueFrom reference the audit cannot read")}
+		return []Finding{manifestaudit.At(s.depU, valuePath(e), name+": "+want, "a valueFrom reference the audit cannot read")}
 	case !path.IsAbs(e.v.Value) || path.Clean(e.v.Value) != e.v.Value:
-		return []Finding{at(s.depU, e.path+".value", want, quote(e.v.Value))}
+		return []Finding{manifestaudit.At(s.depU, e.path+".value", want, manifestaudit.Quote(e.v.Value))}
 	}
 	mounts := s.mountPaths(secret)
 	if len(mounts) == 0 {
@@ -163,7 +165,7 @@ func absoluteIn(s *subject, name, secret string) []Finding {
 			return nil
 		}
 	}
-	return []Finding{at(s.depU, e.path+".value", fmt.Sprintf("a path inside %q", mounts), quote(e.v.Value))}
+	return []Finding{manifestaudit.At(s.depU, e.path+".value", fmt.Sprintf("a path inside %q", mounts), manifestaudit.Quote(e.v.Value))}
 }
 
 func checkPaths(s *subject) []Finding {
@@ -182,11 +184,11 @@ func checkDatabaseTLS(s *subject) []Finding {
 	out := requireLiteral(s, "QL3_POSTGRES_PACKAGE_MANAGER_TLS_MODE", "verify-full")
 	env := s.env()
 	if e, ok := env["QL3_POSTGRES_PACKAGE_MANAGER_TLS_SERVERNAME"]; !ok || e.v.ValueFrom == nil && e.v.Value == "" {
-		out = append(out, at(s.depU, cp+".env", "QL3_POSTGRES_PACKAGE_MANAGER_TLS_SERVERNAME: the database's DNS name", "<unset>"))
+		out = append(out, manifestaudit.At(s.depU, cp+".env", "QL3_POSTGRES_PACKAGE_MANAGER_TLS_SERVERNAME: the database's DNS name", "<unset>"))
 	}
 	if e, ok := env["QL3_POSTGRES_PACKAGE_MANAGER_ALLOW_INSECURE"]; ok && (e.v.ValueFrom != nil || e.v.Value != "false") {
 		f, _ := literal(e, "false")
-		out = append(out, at(s.depU, valuePath(e), "QL3_POSTGRES_PACKAGE_MANAGER_ALLOW_INSECURE <unset> or false", f))
+		out = append(out, manifestaudit.At(s.depU, valuePath(e), "QL3_POSTGRES_PACKAGE_MANAGER_ALLOW_INSECURE <unset> or false", f))
 	}
 	return append(out, absoluteIn(s, "QL3_POSTGRES_PACKAGE_MANAGER_TLS_CA_FILE", DatabaseCASecret)...)
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 )
 
 // secretRef is one reference from the pod to a Secret.
@@ -56,12 +58,12 @@ func checkDatabaseSecrets(s *subject) []Finding {
 		case r.name == DatabaseAuthSecret:
 			auth = true
 		case !slices.Contains(allowed, r.name):
-			out = append(out, at(s.depU, r.path, fmt.Sprintf("one of %q", allowed), quote(r.name)))
+			out = append(out, manifestaudit.At(s.depU, r.path, fmt.Sprintf("one of %q", allowed), manifestaudit.Quote(r.name)))
 		}
 	}
 	if !auth {
 		_, cp := s.container()
-		out = append(out, at(s.depU, cp+".env", fmt.Sprintf("the database credential from Secret %q", DatabaseAuthSecret), "none"))
+		out = append(out, manifestaudit.At(s.depU, cp+".env", fmt.Sprintf("the database credential from Secret %q", DatabaseAuthSecret), "none"))
 	}
 	return out
 }
@@ -89,17 +91,17 @@ func checkCredentials(s *subject) []Finding {
 		for i, e := range cr.c.Env {
 			for _, pre := range forbiddenEnvPrefixes {
 				if strings.HasPrefix(e.Name, pre) {
-					out = append(out, at(s.depU, fmt.Sprintf("%s.env[%d].name", cr.path, i), "no executor, admin, runtime, migration or registry credential", e.Name))
+					out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.env[%d].name", cr.path, i), "no executor, admin, runtime, migration or registry credential", e.Name))
 					break
 				}
 			}
 		}
 		for i := range cr.c.EnvFrom {
-			out = append(out, at(s.depU, fmt.Sprintf("%s.envFrom[%d]", cr.path, i), "no envFrom (it can import credentials the audit cannot see)", "envFrom"))
+			out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.envFrom[%d]", cr.path, i), "no envFrom (it can import credentials the audit cannot see)", "envFrom"))
 		}
 	}
 	for i, r := range p.ImagePullSecrets {
-		out = append(out, at(s.depU, fmt.Sprintf("%s.imagePullSecrets[%d]", podPath, i), "no registry credential on the pod", quote(r.Name)))
+		out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.imagePullSecrets[%d]", podPath, i), "no registry credential on the pod", manifestaudit.Quote(r.Name)))
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -47,7 +48,7 @@ func checkImageDigest(s *subject) []Finding {
 	var out []Finding
 	for _, r := range s.images() {
 		if !inventory.IsPinnedImage(r.image) {
-			out = append(out, at(r.u, r.path, "name[:tag]@sha256:<64 lowercase hex>", quote(r.image)))
+			out = append(out, manifestaudit.At(r.u, r.path, "name[:tag]@sha256:<64 lowercase hex>", manifestaudit.Quote(r.image)))
 		}
 	}
 	return out
@@ -60,7 +61,7 @@ func checkPlaceholder(s *subject) []Finding {
 	if s.mode == Deployable {
 		for _, r := range s.images() {
 			if isPlaceholder(r.image) {
-				out = append(out, at(r.u, r.path, "a released image digest (not the all-zero placeholder)", quote(r.image)))
+				out = append(out, manifestaudit.At(r.u, r.path, "a released image digest (not the all-zero placeholder)", manifestaudit.Quote(r.image)))
 			}
 		}
 		return out
@@ -70,7 +71,7 @@ func checkPlaceholder(s *subject) []Finding {
 		return nil // image-digest reports an unpinned image
 	}
 	if !isPlaceholder(c.Image) {
-		out = append(out, at(s.depU, cp+".image", "the admin image with the all-zero placeholder digest "+PlaceholderDigest, quote(c.Image)))
+		out = append(out, manifestaudit.At(s.depU, cp+".image", "the admin image with the all-zero placeholder digest "+PlaceholderDigest, manifestaudit.Quote(c.Image)))
 	}
 	return out
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 )
 
 // mountSecrets are the three file projections that must stay apart.
@@ -29,16 +31,16 @@ func mountRule(name string, mode int32) func(*subject) []Finding {
 			}
 			for j, src := range v.Projected.Sources {
 				if src.Secret != nil && src.Secret.Name == name {
-					out = append(out, at(s.depU, fmt.Sprintf("%s.volumes[%d].projected.sources[%d].secret", podPath, i, j), fmt.Sprintf("Secret %q in a secret volume of its own", name), "a projected volume"))
+					out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.volumes[%d].projected.sources[%d].secret", podPath, i, j), fmt.Sprintf("Secret %q in a secret volume of its own", name), "a projected volume"))
 				}
 			}
 		}
 		vols := s.secretVolumes(name)
 		switch {
 		case len(vols) == 0:
-			return append(out, at(s.depU, podPath+".volumes", fmt.Sprintf("a secret volume of Secret %q, mode %s", name, wantMode), "none"))
+			return append(out, manifestaudit.At(s.depU, podPath+".volumes", fmt.Sprintf("a secret volume of Secret %q, mode %s", name, wantMode), "none"))
 		case len(vols) > 1:
-			out = append(out, at(s.depU, vols[1].volPath, fmt.Sprintf("one volume of Secret %q", name), fmt.Sprintf("%d volumes", len(vols))))
+			out = append(out, manifestaudit.At(s.depU, vols[1].volPath, fmt.Sprintf("one volume of Secret %q", name), fmt.Sprintf("%d volumes", len(vols))))
 		}
 		sv := vols[0]
 		sec := sv.vol.Secret
@@ -47,18 +49,18 @@ func mountRule(name string, mode int32) func(*subject) []Finding {
 			if sec.DefaultMode != nil {
 				f = fmt.Sprintf("%#o", *sec.DefaultMode)
 			}
-			out = append(out, at(s.depU, sv.volPath+".secret.defaultMode", wantMode, f))
+			out = append(out, manifestaudit.At(s.depU, sv.volPath+".secret.defaultMode", wantMode, f))
 		}
 		for k, it := range sec.Items {
 			if it.Mode != nil && *it.Mode != mode {
-				out = append(out, at(s.depU, fmt.Sprintf("%s.secret.items[%d].mode", sv.volPath, k), wantMode, fmt.Sprintf("%#o", *it.Mode)))
+				out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.secret.items[%d].mode", sv.volPath, k), wantMode, fmt.Sprintf("%#o", *it.Mode)))
 			}
 		}
 		if sec.Optional != nil && *sec.Optional {
-			out = append(out, at(s.depU, sv.volPath+".secret.optional", "false (fail closed)", "true"))
+			out = append(out, manifestaudit.At(s.depU, sv.volPath+".secret.optional", "false (fail closed)", "true"))
 		}
 		if len(sv.mounts) == 0 {
-			return append(out, at(s.depU, podPath+".containers", fmt.Sprintf("a read-only mount of volume %q", sv.vol.Name), "none"))
+			return append(out, manifestaudit.At(s.depU, podPath+".containers", fmt.Sprintf("a read-only mount of volume %q", sv.vol.Name), "none"))
 		}
 		others := map[string]string{}
 		for _, o := range mountSecrets {
@@ -73,11 +75,11 @@ func mountRule(name string, mode int32) func(*subject) []Finding {
 		}
 		for _, m := range sv.mounts {
 			if !m.m.ReadOnly {
-				out = append(out, at(s.depU, m.path+".readOnly", "true", "false"))
+				out = append(out, manifestaudit.At(s.depU, m.path+".readOnly", "true", "false"))
 			}
 			for op, o := range others {
 				if within(m.m.MountPath, op) {
-					out = append(out, at(s.depU, m.path+".mountPath", fmt.Sprintf("a mount apart from Secret %q's %q", o, op), m.m.MountPath))
+					out = append(out, manifestaudit.At(s.depU, m.path+".mountPath", fmt.Sprintf("a mount apart from Secret %q's %q", o, op), m.m.MountPath))
 				}
 			}
 		}

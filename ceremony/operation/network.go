@@ -9,6 +9,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 )
 
 // The two egress rules the operation may have, in canonical form
@@ -59,25 +61,25 @@ func checkIngress(s *subject) []Finding {
 		for i, r := range d.obj.Spec.Ingress {
 			w := fmt.Sprintf("spec.ingress[%d]", i)
 			if len(r.From) == 0 {
-				out = append(out, at(d.u, w+".from", "pods labelled "+ClientLabel+"=true in the same namespace", "<unset> (any source)"))
+				out = append(out, manifestaudit.At(d.u, w+".from", "pods labelled "+ClientLabel+"=true in the same namespace", "<unset> (any source)"))
 			}
 			for j, p := range r.From {
 				if !clientPeer(p) {
-					out = append(out, at(d.u, fmt.Sprintf("%s.from[%d]", w, j), "podSelector matchLabels "+ClientLabel+"=true, no namespaceSelector or ipBlock", canonicalPeer(p)))
+					out = append(out, manifestaudit.At(d.u, fmt.Sprintf("%s.from[%d]", w, j), "podSelector matchLabels "+ClientLabel+"=true, no namespaceSelector or ipBlock", canonicalPeer(p)))
 				}
 			}
 			if len(r.Ports) == 0 {
-				out = append(out, at(d.u, w+".ports", "TCP 8443", "<unset> (every port)"))
+				out = append(out, manifestaudit.At(d.u, w+".ports", "TCP 8443", "<unset> (every port)"))
 			}
 			for j, p := range r.Ports {
 				if !s.servicePort(p) {
-					out = append(out, at(d.u, fmt.Sprintf("%s.ports[%d]", w, j), "TCP 8443", canonicalPort(p)))
+					out = append(out, manifestaudit.At(d.u, fmt.Sprintf("%s.ports[%d]", w, j), "TCP 8443", canonicalPort(p)))
 				}
 			}
 		}
 	}
 	if n == 0 {
-		out = append(out, at(s.depU, "spec.template.metadata.labels", "a NetworkPolicy selecting the pod with policyType Ingress", "none (ingress is open)"))
+		out = append(out, manifestaudit.At(s.depU, "spec.template.metadata.labels", "a NetworkPolicy selecting the pod with policyType Ingress", "none (ingress is open)"))
 	}
 	return out
 }
@@ -113,17 +115,17 @@ func checkEgress(s *subject) []Finding {
 		for i, r := range d.obj.Spec.Egress {
 			c := canonicalEgress(r)
 			if c != dnsEgress && c != databaseEgress {
-				out = append(out, at(d.u, fmt.Sprintf("spec.egress[%d]", i), "the DNS rule "+dnsEgress+" or the database rule "+databaseEgress, c))
+				out = append(out, manifestaudit.At(d.u, fmt.Sprintf("spec.egress[%d]", i), "the DNS rule "+dnsEgress+" or the database rule "+databaseEgress, c))
 			}
 			seen[c] = true
 		}
 	}
 	if first == nil {
-		return append(out, at(s.depU, "spec.template.metadata.labels", "a NetworkPolicy selecting the pod with policyType Egress", "none (egress is open)"))
+		return append(out, manifestaudit.At(s.depU, "spec.template.metadata.labels", "a NetworkPolicy selecting the pod with policyType Egress", "none (egress is open)"))
 	}
 	for _, want := range []string{dnsEgress, databaseEgress} {
 		if !seen[want] {
-			out = append(out, at(first.u, "spec.egress", "a rule "+want, "none"))
+			out = append(out, manifestaudit.At(first.u, "spec.egress", "a rule "+want, "none"))
 		}
 	}
 	return out

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 )
 
 func checkRunAs(s *subject) []Finding {
@@ -27,7 +29,7 @@ func checkRunAs(s *subject) []Finding {
 		}
 		nonRoot, where := effective(csc.RunAsNonRoot, psc.RunAsNonRoot, cr.path, "runAsNonRoot")
 		if nonRoot == nil || !*nonRoot {
-			out = append(out, at(s.depU, where, "true", boolPtr(nonRoot)))
+			out = append(out, manifestaudit.At(s.depU, where, "true", boolPtr(nonRoot)))
 		}
 		for _, f := range []struct {
 			name     string
@@ -35,7 +37,7 @@ func checkRunAs(s *subject) []Finding {
 		}{{"runAsUser", csc.RunAsUser, psc.RunAsUser}, {"runAsGroup", csc.RunAsGroup, psc.RunAsGroup}} {
 			v, where := effective(f.own, f.pod, cr.path, f.name)
 			if v == nil || *v != UID {
-				out = append(out, at(s.depU, where, fmt.Sprint(UID), intPtr(v)))
+				out = append(out, manifestaudit.At(s.depU, where, fmt.Sprint(UID), intPtr(v)))
 			}
 		}
 	}
@@ -76,7 +78,7 @@ func checkReadOnlyRoot(s *subject) []Finding {
 			v = cr.c.SecurityContext.ReadOnlyRootFilesystem
 		}
 		if v == nil || !*v {
-			out = append(out, at(s.depU, cr.path+".securityContext.readOnlyRootFilesystem", "true", boolPtr(v)))
+			out = append(out, manifestaudit.At(s.depU, cr.path+".securityContext.readOnlyRootFilesystem", "true", boolPtr(v)))
 		}
 	}
 	return out
@@ -95,16 +97,16 @@ func checkDropAll(s *subject) []Finding {
 			drop, add = sc.Capabilities.Drop, sc.Capabilities.Add
 		}
 		if !slices.Contains(drop, "ALL") {
-			out = append(out, at(s.depU, w+"capabilities.drop", `["ALL"]`, fmt.Sprintf("%q", drop)))
+			out = append(out, manifestaudit.At(s.depU, w+"capabilities.drop", `["ALL"]`, fmt.Sprintf("%q", drop)))
 		}
 		if len(add) > 0 {
-			out = append(out, at(s.depU, w+"capabilities.add", "<unset>", fmt.Sprintf("%q", add)))
+			out = append(out, manifestaudit.At(s.depU, w+"capabilities.add", "<unset>", fmt.Sprintf("%q", add)))
 		}
 		if sc.Privileged != nil && *sc.Privileged {
-			out = append(out, at(s.depU, w+"privileged", "false", "true"))
+			out = append(out, manifestaudit.At(s.depU, w+"privileged", "false", "true"))
 		}
 		if v := sc.AllowPrivilegeEscalation; v == nil || *v {
-			out = append(out, at(s.depU, w+"allowPrivilegeEscalation", "false", boolPtr(v)))
+			out = append(out, manifestaudit.At(s.depU, w+"allowPrivilegeEscalation", "false", boolPtr(v)))
 		}
 	}
 	return out
@@ -131,7 +133,7 @@ func checkSeccomp(s *subject) []Finding {
 			if v != nil {
 				f = string(v.Type)
 			}
-			out = append(out, at(s.depU, where+".type", "RuntimeDefault", f))
+			out = append(out, manifestaudit.At(s.depU, where+".type", "RuntimeDefault", f))
 		}
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -194,14 +195,14 @@ func checkExamples(s *subject) []Finding {
 		for _, k := range s.repo.kusts {
 			for _, r := range k.refs {
 				if local(r.value) && isExample(r.value) {
-					out = append(out, inFile(k.file, r.field, "no committed example in any kustomization", quote(r.value)))
+					out = append(out, manifestaudit.InFile(k.file, r.field, "no committed example in any kustomization", manifestaudit.Quote(r.value)))
 				}
 			}
 		}
 	}
 	for _, src := range s.rel.Sources {
 		if isExample(src.Path) && !covered(src.Path) {
-			out = append(out, inFile(src.Path, "", "no committed example read by the render", "read by the render"))
+			out = append(out, manifestaudit.InFile(src.Path, "", "no committed example read by the render", "read by the render"))
 		}
 	}
 	return out
@@ -221,7 +222,7 @@ func checkReferenced(s *subject) []Finding {
 			target := filepath.ToSlash(filepath.Clean(filepath.Join(k.dir, filepath.FromSlash(rf.value))))
 			for _, d := range r.opDirs {
 				if within(target, filepath.ToSlash(d)) {
-					out = append(out, inFile(k.file, rf.field, "no reference to the opt-in operation", quote(rf.value)))
+					out = append(out, manifestaudit.InFile(k.file, rf.field, "no reference to the opt-in operation", manifestaudit.Quote(rf.value)))
 					break
 				}
 			}

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 )
 
 // serviceAccount is the pod's ServiceAccount as rendered, nil if the render
@@ -37,9 +39,9 @@ func checkServiceAccount(s *subject) []Finding {
 	sa, name := s.serviceAccount()
 	switch {
 	case name == "" || name == "default":
-		return []Finding{at(s.depU, podPath+".serviceAccountName", expected, quote(name))}
+		return []Finding{manifestaudit.At(s.depU, podPath+".serviceAccountName", expected, manifestaudit.Quote(name))}
 	case sa == nil:
-		return []Finding{at(s.depU, podPath+".serviceAccountName", expected, fmt.Sprintf("%q, which the render does not hold", name))}
+		return []Finding{manifestaudit.At(s.depU, podPath+".serviceAccountName", expected, fmt.Sprintf("%q, which the render does not hold", name))}
 	}
 	return nil
 }
@@ -51,7 +53,7 @@ func checkAutomount(s *subject) []Finding {
 	}
 	var out []Finding
 	if a := p.AutomountServiceAccountToken; a == nil || *a {
-		out = append(out, at(s.depU, podPath+".automountServiceAccountToken", "false", boolText(a)))
+		out = append(out, manifestaudit.At(s.depU, podPath+".automountServiceAccountToken", "false", boolText(a)))
 	}
 	if sa, _ := s.serviceAccount(); sa != nil {
 		v, found, err := unstructured.NestedFieldNoCopy(sa.Object, "automountServiceAccountToken")
@@ -60,7 +62,7 @@ func checkAutomount(s *subject) []Finding {
 			if found {
 				f = fmt.Sprint(v)
 			}
-			out = append(out, at(sa, "automountServiceAccountToken", "false", f))
+			out = append(out, manifestaudit.At(sa, "automountServiceAccountToken", "false", f))
 		}
 	}
 	return out
@@ -77,7 +79,7 @@ func checkRBAC(s *subject) []Finding {
 	var out []Finding
 	for _, k := range []string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"} {
 		for _, o := range s.byKind["rbac.authorization.k8s.io/"+k] {
-			out = append(out, at(o, "", "no RBAC object in the operation", k))
+			out = append(out, manifestaudit.At(o, "", "no RBAC object in the operation", k))
 		}
 	}
 	return out
@@ -90,7 +92,7 @@ func checkToken(s *subject) []Finding {
 	var out []Finding
 	for _, o := range s.byKind["/Secret"] {
 		if t, _, _ := unstructured.NestedString(o.Object, "type"); t == string(corev1.SecretTypeServiceAccountToken) {
-			out = append(out, at(o, "type", "no ServiceAccount token Secret", t))
+			out = append(out, manifestaudit.At(o, "type", "no ServiceAccount token Secret", t))
 		}
 	}
 	p := s.pod()
@@ -103,14 +105,14 @@ func checkToken(s *subject) []Finding {
 		}
 		for j, src := range v.Projected.Sources {
 			if src.ServiceAccountToken != nil {
-				out = append(out, at(s.depU, fmt.Sprintf("%s.volumes[%d].projected.sources[%d].serviceAccountToken", podPath, i, j), "no projected ServiceAccount token", "serviceAccountToken"))
+				out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.volumes[%d].projected.sources[%d].serviceAccountToken", podPath, i, j), "no projected ServiceAccount token", "serviceAccountToken"))
 			}
 		}
 	}
 	for _, cr := range s.containers() {
 		for i, m := range cr.c.VolumeMounts {
 			if within(m.MountPath, tokenDir) || within(tokenDir, m.MountPath) && m.MountPath != "/" {
-				out = append(out, at(s.depU, fmt.Sprintf("%s.volumeMounts[%d].mountPath", cr.path, i), "no mount at the ServiceAccount token path "+tokenDir, m.MountPath))
+				out = append(out, manifestaudit.At(s.depU, fmt.Sprintf("%s.volumeMounts[%d].mountPath", cr.path, i), "no mount at the ServiceAccount token path "+tokenDir, m.MountPath))
 			}
 		}
 	}

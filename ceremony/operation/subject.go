@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/qinglong/kubectl-ql3/internal/manifestaudit"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -52,10 +53,10 @@ func newSubject(rel *inventory.Release, mode Mode) *subject {
 		gk := o.GroupVersionKind().GroupKind()
 		key := gk.Group + "/" + gk.Kind
 		s.byKind[key] = append(s.byKind[key], o)
-		switch key {
-		case "apps/Deployment":
+		switch {
+		case key == "apps/Deployment":
 			s.deployments = append(s.deployments, o)
-		case "/Pod", "/ReplicationController", "apps/StatefulSet", "apps/DaemonSet", "apps/ReplicaSet", "batch/Job", "batch/CronJob":
+		case manifestaudit.Workload(o):
 			s.workloads = append(s.workloads, o)
 		}
 	}
@@ -170,7 +171,7 @@ func decodeAll[T any](objs []*unstructured.Unstructured, bad *[]Finding) []decod
 	for _, o := range objs {
 		v := new(T)
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, v); err != nil {
-			*bad = append(*bad, at(o, "", "an object the API server accepts", err.Error()))
+			*bad = append(*bad, manifestaudit.At(o, "", "an object the API server accepts", err.Error()))
 			continue
 		}
 		out = append(out, decoded[T]{o, v})
