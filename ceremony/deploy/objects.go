@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -100,21 +101,19 @@ type objectResult struct {
 // input order.
 func forEach(ctx context.Context, n int, objs []*unstructured.Unstructured, fn func(context.Context, *unstructured.Unstructured) objectResult) []objectResult {
 	out := make([]objectResult, len(objs))
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(n)
 	for i, u := range objs {
 		if ctx.Err() != nil {
 			out[i] = objectResult{ID: identityOf(u), err: ctx.Err()}
 			continue
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i] = fn(ctx, u)
-		}()
+		g.Go(func() error {
+			out[i] = fn(ctx, u) // each goroutine its own element
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // no goroutine returns an error: each object's is in its result
 	return out
 }
 
@@ -129,36 +128,45 @@ func forEach(ctx context.Context, n int, objs []*unstructured.Unstructured, fn f
 // outcome stays unknown: unavailable, the Head stays applying, and a rerun
 // settles it.
 func (o *Options) applyOne(ctx context.Context, u *unstructured.Unstructured, fm string, force, dryRun bool) (*unstructured.Unstructured, error) {
-	var last error
-	for attempt := 0; attempt < transientApplyAttempts; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(retryDelay(attempt, last)):
-			}
-		}
+	var (
+		got       *unstructured.Unstructured
+		err, last error
+		attempt   int
+	)
+	// The pause before the next attempt is computed once the last one has
+	// answered (sliding), from the attempt number and that answer.
+	delay := wait.DelayFunc(func() time.Duration { return retryDelay(attempt, last) })
+	waitErr := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		start := time.Now()
-		got, err := o.Cluster.Apply(ctx, u, fm, force, dryRun)
+		got, err = o.Cluster.Apply(ctx, u, fm, force, dryRun)
 		if err == nil {
-			return got, nil
+			return true, nil
 		}
 		if !cas.Unknown(err) {
 			if attempt > 0 && !apierrors.IsConflict(err) {
 				// A refusal of the apply that was to settle an earlier,
 				// unanswered one (a credential expired in between, a
 				// webhook now denies) says nothing about that one.
-				return nil, fail.Errorf(fail.Unavailable, "the answer to the apply did not arrive (%v) and applying again to settle it was refused (%v): its outcome is unknown; restore access and rerun to settle it", last, cas.Classify(cas.OpApply, "apply", err))
+				err = fail.Errorf(fail.Unavailable, "the answer to the apply did not arrive (%v) and applying again to settle it was refused (%v): its outcome is unknown; restore access and rerun to settle it", last, cas.Classify(cas.OpApply, "apply", err))
 			}
-			return nil, err
+			return true, nil
 		}
 		last = err
 		o.say("apply: %s: the answer did not arrive (after %s: %v); applying again (server-side apply is idempotent)", identityOf(u), time.Since(start).Round(time.Millisecond), err)
-		if ctx.Err() != nil {
-			break
+		attempt++
+		if attempt == transientApplyAttempts || ctx.Err() != nil {
+			err = fail.Errorf(fail.Unavailable, "the answer to the apply did not arrive (%w): its outcome is unknown; rerunning settles it (server-side apply is idempotent)", last)
+			return true, nil
 		}
+		return false, nil
+	})
+	if waitErr != nil {
+		return nil, waitErr // the command's context ended during a pause
 	}
-	return nil, fail.Errorf(fail.Unavailable, "the answer to the apply did not arrive (%w): its outcome is unknown; rerunning settles it (server-side apply is idempotent)", last)
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
 }
 
 // retryDelay is the pause before retry number attempt (1, 2, ...) after
