@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -336,8 +337,8 @@ func (r *reader) read(ctx context.Context, ids []inventory.Identity, par int) []
 	}
 	var mu sync.Mutex
 	var byGet []int
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, par)
+	var g errgroup.Group
+	g.SetLimit(par)
 	for _, k := range order {
 		idx := groups[k]
 		if len(idx) < listMin || r.skipList(k) {
@@ -346,35 +347,33 @@ func (r *reader) read(ctx context.Context, ids []inventory.Identity, par int) []
 			mu.Unlock()
 			continue
 		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			if left := r.list(ctx, k, ids, idx, out); len(left) > 0 {
 				mu.Lock()
 				byGet = append(byGet, left...)
 				mu.Unlock()
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // no goroutine returns an error: each object's is in out
 	for _, i := range byGet {
 		if ctx.Err() != nil {
 			out[i] = objectResult{ID: ids[i], err: ctx.Err()}
 			continue
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			r.gets.Add(1)
 			u, err := r.o.Cluster.Get(ctx, ids[i])
 			if err != nil {
 				out[i] = objectResult{ID: ids[i], err: err}
-				return
+				return nil
 			}
 			out[i] = checkCurrent(ids[i], u)
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return out
 }
 
