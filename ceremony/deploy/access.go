@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -55,7 +56,38 @@ type rbacDryRun struct {
 // whether the Head exists (else it is created); with dry, the release's
 // Roles and bindings are dry-run for RBAC's escalation checks.
 func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstructured, ns string, headExists bool, dry *rbacDryRun) error {
-	cache := cas.NewFastReview(o.Cluster)
+	list, err := o.accessObjects(objs)
+	if err != nil {
+		return err
+	}
+	c := &accessCheck{o: o, cache: cas.NewFastReview(o.Cluster), dry: dry}
+	var g errgroup.Group
+	g.SetLimit(max(o.Parallelism, 1))
+	for _, a := range headNeeds(ns, headExists) {
+		g.Go(func() error { c.review(ctx, a); return nil })
+	}
+	for _, ob := range list {
+		g.Go(func() error { c.object(ctx, ob); return nil })
+	}
+	_ = g.Wait() // no goroutine returns an error: they are noted in c
+	if c.firstErr != nil {
+		// A review the API server did not answer fails closed (cas).
+		return cas.Classify(cas.OpRead, "access check", c.firstErr)
+	}
+	if len(c.missing) > 0 || len(c.refused) > 0 {
+		var s []string
+		for _, a := range c.missing {
+			s = append(s, a.String())
+		}
+		return cas.MissingError(append(s, c.refused...), "`kubectl ql3 rbac DIR` prints the least privilege")
+	}
+	o.say("access: every permission the apply needs is held (%d objects)", len(list))
+	return nil
+}
+
+// headNeeds are the permissions on the Head in control namespace ns: get
+// and update, and create when it does not exist yet.
+func headNeeds(ns string, headExists bool) []access {
 	needs := []access{
 		{Verb: "get", Resource: "configmaps", Namespace: ns, Name: HeadName},
 		{Verb: "update", Resource: "configmaps", Namespace: ns, Name: HeadName},
@@ -63,16 +95,27 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 	if !headExists {
 		needs = append(needs, access{Verb: "create", Resource: "configmaps", Namespace: ns})
 	}
+	return needs
+}
+
+// accessObject is one object of the release with the resource its access
+// is reviewed on; served says whether the API server serves its kind yet
+// (else the release's own CRD defines it).
+type accessObject struct {
+	u                  *unstructured.Unstructured
+	group, resource    string
+	namespaced, served bool
+}
+
+// accessObjects resolves each object's resource. An object of a kind
+// neither served nor defined by the release's CRDs is left out: the
+// dry-run reports an unknown kind.
+func (o *Options) accessObjects(objs []*unstructured.Unstructured) ([]accessObject, error) {
 	crds := releaseCRDs(objs)
-	type object struct {
-		u                  *unstructured.Unstructured
-		group, resource    string
-		namespaced, served bool
-	}
-	var list []object
+	var list []accessObject
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
-		ob := object{u: u, group: gvk.Group}
+		ob := accessObject{u: u, group: gvk.Group}
 		m, err := o.Cluster.Mapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 		switch {
 		case err == nil:
@@ -80,111 +123,113 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 		case meta.IsNoMatchError(err):
 			c, found := crds[gvk.GroupKind()]
 			if !found {
-				continue // the dry-run reports an unknown kind
+				continue
 			}
 			ob.resource, ob.namespaced = c.plural, c.namespaced
 		default:
-			return fail.Errorf(fail.Unavailable, "access check: resolve %s: %w", gvk, err)
+			return nil, fail.Errorf(fail.Unavailable, "access check: resolve %s: %w", gvk, err)
 		}
 		list = append(list, ob)
 	}
-	// Per object: get and patch; create of its kind, and if that is not
-	// allowed, whether the object exists already (then it is not needed).
-	var mu sync.Mutex
-	var missing []access
-	var refused []string // RBAC objects whose dry-run was forbidden
-	var firstErr error
-	note := func(a access, allowed bool, err error) {
-		mu.Lock()
-		defer mu.Unlock()
+	return list, nil
+}
+
+// accessCheck gathers, from concurrent reviews, the permissions missing,
+// the RBAC objects whose dry-run was refused, and the first review the
+// API server did not answer.
+type accessCheck struct {
+	o     *Options
+	cache *cas.Review
+	dry   *rbacDryRun
+
+	mu       sync.Mutex
+	missing  []access
+	refused  []string // RBAC objects whose dry-run was forbidden
+	firstErr error
+}
+
+func (c *accessCheck) note(a access, allowed bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err != nil && c.firstErr == nil:
+		c.firstErr = err
+	case err == nil && !allowed:
+		c.missing = append(c.missing, a)
+	}
+}
+
+func (c *accessCheck) review(ctx context.Context, a access) bool {
+	allowed, err := c.cache.Allowed(ctx, a)
+	c.note(a, allowed, err)
+	return err == nil && allowed
+}
+
+// object reviews one object: get and patch; create of its kind, and if
+// that is not allowed, whether the object exists already (then it is not
+// needed); with a dry-run asked, the dry-run of an RBAC object.
+func (c *accessCheck) object(ctx context.Context, ob accessObject) {
+	objNS := ""
+	if ob.namespaced {
+		objNS = ob.u.GetNamespace()
+	}
+	at := func(verb string) access {
+		return access{Verb: verb, Group: ob.group, Resource: ob.resource, Namespace: objNS, Name: ob.u.GetName()}
+	}
+	canGet := c.review(ctx, at("get"))
+	c.review(ctx, at("patch"))
+	create := at("create")
+	create.Name = "" // create cannot be limited by name
+	switch canCreate, err := c.cache.Allowed(ctx, create); {
+	case err != nil:
+		c.note(create, false, err)
+	case !canCreate:
+		if !c.checkCreate(ctx, ob, canGet, at("get"), create) {
+			return
+		}
+	}
+	if c.dry != nil && ob.group == rbacGroup {
+		c.dryRunRBAC(ctx, ob.u)
+	}
+}
+
+// checkCreate notes create as missing unless the object exists already (read
+// only when the caller may get it and its kind is served). It returns
+// false when the read failed in a way that ends this object's review.
+func (c *accessCheck) checkCreate(ctx context.Context, ob accessObject, canGet bool, get, create access) bool {
+	exists := false
+	if canGet && ob.served {
+		_, err := c.o.Cluster.Get(ctx, identityOf(ob.u))
 		switch {
-		case err != nil && firstErr == nil:
-			firstErr = err
-		case err == nil && !allowed:
-			missing = append(missing, a)
+		case err == nil:
+			exists = true
+		case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		case apierrors.IsForbidden(err):
+			c.note(get, false, nil)
+		default:
+			c.note(create, false, err)
+			return false
 		}
 	}
-	review := func(ctx context.Context, a access) bool {
-		allowed, err := cache.Allowed(ctx, a)
-		note(a, allowed, err)
-		return err == nil && allowed
+	if !exists {
+		c.note(create, false, nil)
 	}
-	ask := func(ctx context.Context, a access) (bool, error) { return cache.Allowed(ctx, a) }
-	sem := make(chan struct{}, max(o.Parallelism, 1))
-	var wg sync.WaitGroup
-	run := func(fn func()) {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() { defer func() { <-sem; wg.Done() }(); fn() }()
+	return true
+}
+
+// dryRunRBAC dry-runs a Role or binding for RBAC's escalation checks and
+// records a refusal; any other failure is the apply's to report.
+func (c *accessCheck) dryRunRBAC(ctx context.Context, u *unstructured.Unstructured) {
+	_, err := c.o.Cluster.Apply(ctx, u, c.dry.fieldManager, c.dry.force, true)
+	if apierrors.IsForbidden(err) || (isBinding(u) && roleNotFound(err)) {
+		// A binding whose role does not exist yet is only allowed with
+		// `bind`: without it the API server looks the role up to compare
+		// permissions, finds none and says NotFound now, Forbidden once the
+		// release has created the role (after other objects were written).
+		c.mu.Lock()
+		c.refused = append(c.refused, fmt.Sprintf("%s: %v", identityOf(u), err))
+		c.mu.Unlock()
 	}
-	for _, a := range needs {
-		run(func() { review(ctx, a) })
-	}
-	for _, ob := range list {
-		run(func() {
-			objNS := ""
-			if ob.namespaced {
-				objNS = ob.u.GetNamespace()
-			}
-			at := func(verb string) access {
-				return access{Verb: verb, Group: ob.group, Resource: ob.resource, Namespace: objNS, Name: ob.u.GetName()}
-			}
-			canGet := review(ctx, at("get"))
-			review(ctx, at("patch"))
-			create := at("create")
-			create.Name = "" // create cannot be limited by name
-			switch canCreate, err := ask(ctx, create); {
-			case err != nil:
-				note(create, false, err)
-			case !canCreate:
-				exists := false
-				if canGet && ob.served {
-					_, err := o.Cluster.Get(ctx, identityOf(ob.u))
-					switch {
-					case err == nil:
-						exists = true
-					case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
-					case apierrors.IsForbidden(err):
-						note(at("get"), false, nil)
-					default:
-						note(create, false, err)
-						return
-					}
-				}
-				if !exists {
-					note(create, false, nil)
-				}
-			}
-			if dry != nil && ob.group == rbacGroup {
-				_, err := o.Cluster.Apply(ctx, ob.u, dry.fieldManager, dry.force, true)
-				if apierrors.IsForbidden(err) || (isBinding(ob.u) && roleNotFound(err)) {
-					// A binding whose role does not exist yet is only
-					// allowed with `bind`: without it the API server looks
-					// the role up to compare permissions, finds none and
-					// says NotFound now, Forbidden once the release has
-					// created the role (after other objects were written).
-					mu.Lock()
-					refused = append(refused, fmt.Sprintf("%s: %v", identityOf(ob.u), err))
-					mu.Unlock()
-				}
-				// Any other failure is the apply's to report.
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		// A review the API server did not answer fails closed (cas).
-		return cas.Classify(cas.OpRead, "access check", firstErr)
-	}
-	if len(missing) > 0 || len(refused) > 0 {
-		var s []string
-		for _, a := range missing {
-			s = append(s, a.String())
-		}
-		return cas.MissingError(append(s, refused...), "`kubectl ql3 rbac DIR` prints the least privilege")
-	}
-	o.say("access: every permission the apply needs is held (%d objects)", len(list))
-	return nil
 }
 
 const rbacGroup = "rbac.authorization.k8s.io"
