@@ -228,31 +228,9 @@ func (c *convergence) watch(ctx context.Context) {
 func (o *Options) converge(ctx context.Context, applied []objectResult) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	c := o.conv
-	o.conv = nil
-	if c == nil {
-		ids := make([]inventory.Identity, len(applied))
-		for i, a := range applied {
-			ids[i] = a.ID
-		}
-		c = o.newConvergence(ids)
-		for _, id := range ids {
-			c.add(id)
-		}
-	}
+	c := o.takeConvergence(applied)
 	defer c.p.finish()
-	var pending []int
-	c.mu.Lock()
-	// The apply is over: the objects left are the ones to wait for, from
-	// the shortest pause again (the watch's backoff has grown meanwhile).
-	c.backoff = pollBackoff()
-	for i, a := range applied {
-		rr, ok := c.current[a.ID]
-		if !ok || (c.early[a.ID] && rr.Generation > 0) {
-			pending = append(pending, i)
-		}
-	}
-	c.mu.Unlock()
+	pending := c.leftAfterApply(applied)
 	for {
 		ids := make([]inventory.Identity, len(pending))
 		for j, i := range pending {
@@ -262,35 +240,9 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 		if len(ids) > 0 {
 			res = c.poll(ctx, ids, o.Parallelism, false)
 		}
-		var still []int
-		var failed, denied []error
-		for j, rr := range res {
-			i := pending[j]
-			if rr.err == nil {
-				continue
-			}
-			if apierrors.IsForbidden(rr.err) || apierrors.IsUnauthorized(rr.err) {
-				denied = append(denied, fmt.Errorf("%s: %w", rr.ID, rr.err))
-			}
-			if rr.Result == status.FailedStatus.String() {
-				failed = append(failed, fmt.Errorf("%s: %w", rr.ID, rr.err))
-			}
-			still = append(still, i)
-		}
-		if len(denied) > 0 {
-			c.p.finish()
-			// Waiting cannot grant a permission: fail now, not at --timeout.
-			for _, err := range denied {
-				o.say("converge: %v", err)
-			}
-			return "", fail.Errorf(fail.Invalid, "converge: %d object(s) cannot be read back (the deployer needs get on each applied object: `kubectl ql3 rbac` prints the rules; the Head stays applying, `kubectl ql3 resume` continues once granted): %w", len(denied), utilerrors.NewAggregate(denied))
-		}
-		if len(failed) > 0 {
-			c.p.finish()
-			for _, err := range failed {
-				o.say("converge: %v", err)
-			}
-			return "", fail.Errorf(fail.Other, "converge: %d object(s) failed: %w", len(failed), utilerrors.NewAggregate(failed))
+		still, err := o.convergeVerdict(c, res, pending)
+		if err != nil {
+			return "", err
 		}
 		if len(still) == 0 {
 			c.p.finish()
@@ -300,16 +252,7 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 		pending = still
 		select {
 		case <-ctx.Done():
-			c.p.finish()
-			var errs []error
-			c.mu.Lock()
-			for _, i := range pending {
-				msg := c.message[applied[i].ID]
-				errs = append(errs, fmt.Errorf("%s: %s", applied[i].ID, msg))
-				o.say("converge: %s not ready: %s", applied[i].ID, msg)
-			}
-			c.mu.Unlock()
-			return "", fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying; `kubectl ql3 resume` continues): %w", len(pending), o.Timeout, utilerrors.NewAggregate(errs))
+			return "", o.notReady(c, applied, pending)
 		case <-time.After(c.pause()):
 		}
 	}
@@ -320,6 +263,94 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 	}
 	c.mu.Unlock()
 	return transcriptDigest("converge", done)
+}
+
+// takeConvergence takes over the read applyAll started, or starts a fresh
+// one over applied (resume of a Head whose apply ran in another process).
+func (o *Options) takeConvergence(applied []objectResult) *convergence {
+	c := o.conv
+	o.conv = nil
+	if c != nil {
+		return c
+	}
+	ids := make([]inventory.Identity, len(applied))
+	for i, a := range applied {
+		ids[i] = a.ID
+	}
+	c = o.newConvergence(ids)
+	for _, id := range ids {
+		c.add(id)
+	}
+	return c
+}
+
+// leftAfterApply returns the indices in applied of the objects still to
+// read once the apply is over: not read Current yet, or read Current
+// early with a generation a later object may have changed. Polls start
+// from the shortest pause again (the watch's backoff has grown meanwhile).
+func (c *convergence) leftAfterApply(applied []objectResult) []int {
+	var pending []int
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.backoff = pollBackoff()
+	for i, a := range applied {
+		rr, ok := c.current[a.ID]
+		if !ok || (c.early[a.ID] && rr.Generation > 0) {
+			pending = append(pending, i)
+		}
+	}
+	return pending
+}
+
+// convergeVerdict sorts one poll's results res (of the objects pending):
+// it returns the indices still not Current, or the error that ends the
+// wait now: an object the deployer may not read (waiting cannot grant a
+// permission), or one kstatus says Failed.
+func (o *Options) convergeVerdict(c *convergence, res []objectResult, pending []int) ([]int, error) {
+	var still []int
+	var failed, denied []error
+	for j, rr := range res {
+		if rr.err == nil {
+			continue
+		}
+		if apierrors.IsForbidden(rr.err) || apierrors.IsUnauthorized(rr.err) {
+			denied = append(denied, fmt.Errorf("%s: %w", rr.ID, rr.err))
+		}
+		if rr.Result == status.FailedStatus.String() {
+			failed = append(failed, fmt.Errorf("%s: %w", rr.ID, rr.err))
+		}
+		still = append(still, pending[j])
+	}
+	if len(denied) > 0 {
+		c.p.finish()
+		for _, err := range denied {
+			o.say("converge: %v", err)
+		}
+		return nil, fail.Errorf(fail.Invalid, "converge: %d object(s) cannot be read back (the deployer needs get on each applied object: `kubectl ql3 rbac` prints the rules; the Head stays applying, `kubectl ql3 resume` continues once granted): %w", len(denied), utilerrors.NewAggregate(denied))
+	}
+	if len(failed) > 0 {
+		c.p.finish()
+		for _, err := range failed {
+			o.say("converge: %v", err)
+		}
+		return nil, fail.Errorf(fail.Other, "converge: %d object(s) failed: %w", len(failed), utilerrors.NewAggregate(failed))
+	}
+	return still, nil
+}
+
+// notReady is the error of a convergence that ran out of --timeout with
+// the objects applied[pending] not Current, each with its last message.
+func (o *Options) notReady(c *convergence, applied []objectResult, pending []int) error {
+	c.p.finish()
+	var errs []error
+	c.mu.Lock()
+	for _, i := range pending {
+		msg := c.message[applied[i].ID]
+		errs = append(errs, fmt.Errorf("%s: %s", applied[i].ID, msg))
+		o.say("converge: %s not ready: %s", applied[i].ID, msg)
+	}
+	c.mu.Unlock()
+	return fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying; `kubectl ql3 resume` continues): %w", len(pending), o.Timeout, utilerrors.NewAggregate(errs))
 }
 
 // read reads ids once and returns their results in the same order: an
