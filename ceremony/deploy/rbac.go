@@ -50,126 +50,19 @@ func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTM
 // delete, and the reads that settle it and wait until it is gone).
 // Nothing else gains delete.
 func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, mapper meta.RESTMapper, subj RBACSubject) ([]any, error) {
-	type key struct{ group, resource string }
-	crds := map[schema.GroupKind]struct {
-		plural     string
-		namespaced bool
-	}{}
-	for _, u := range slices.Concat(objs, retired) {
-		if u.GetKind() == "CustomResourceDefinition" && u.GroupVersionKind().Group == crdGroup {
-			g, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-			k, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
-			p, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
-			s, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
-			crds[schema.GroupKind{Group: g, Kind: k}] = struct {
-				plural     string
-				namespaced bool
-			}{p, s == "Namespaced"}
-		}
-	}
-	namespaced := map[string]map[key][]string{} // namespace -> resource -> names
-	cluster := map[key][]string{}
-	extra := map[string]map[key][]string{} // namespace ("" = cluster) -> (group, resource:verb) -> names, for escalate, bind and delete
-	addExtra := func(ns string, k key, name string) {
-		if extra[ns] == nil {
-			extra[ns] = map[key][]string{}
-		}
-		extra[ns][k] = append(extra[ns][k], name)
-	}
-	for i, u := range slices.Concat(objs, retired) {
-		gvk := u.GroupVersionKind()
-		var k key
-		var isNS bool
-		if c, ok := crds[gvk.GroupKind()]; ok {
-			k, isNS = key{gvk.Group, c.plural}, c.namespaced
-		} else {
-			if mapper == nil {
-				return nil, fail.Errorf(fail.Invalid, "rbac: kind %s needs a cluster to resolve its resource: pass --context", gvk)
-			}
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				return nil, fail.Errorf(fail.Invalid, "rbac: %s: %v", gvk, err)
-			}
-			k, isNS = key{m.Resource.Group, m.Resource.Resource}, m.Scope.Name() == meta.RESTScopeNameNamespace
-		}
-		if i >= len(objs) { // retired
-			ns := ""
-			if isNS {
-				ns = u.GetNamespace()
-				if namespaced[ns] == nil {
-					namespaced[ns] = map[key][]string{}
-				}
-			}
-			addExtra(ns, key{k.group, k.resource + ":get,delete"}, u.GetName())
-			continue
-		}
-		if isNS {
-			if namespaced[u.GetNamespace()] == nil {
-				namespaced[u.GetNamespace()] = map[key][]string{}
-			}
-			namespaced[u.GetNamespace()][k] = append(namespaced[u.GetNamespace()][k], u.GetName())
-		} else {
-			cluster[k] = append(cluster[k], u.GetName())
-		}
-	}
-	// RBAC's own escalation checks: creating a Role needs escalate on it,
-	// a binding needs bind on the role it references.
-	for _, u := range objs {
-		gvk := u.GroupVersionKind()
-		if gvk.Group != rbacv1.GroupName {
-			continue
-		}
-		switch gvk.Kind {
-		case "Role":
-			addExtra(u.GetNamespace(), key{rbacv1.GroupName, "roles:escalate"}, u.GetName())
-		case "ClusterRole":
-			addExtra("", key{rbacv1.GroupName, "clusterroles:escalate"}, u.GetName())
-		case "RoleBinding", "ClusterRoleBinding":
-			kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind")
-			name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
-			res := "roles"
-			if kind == "ClusterRole" {
-				res = "clusterroles"
-			}
-			addExtra(u.GetNamespace(), key{rbacv1.GroupName, res + ":bind"}, name)
-		}
-	}
-	rules := func(m map[key][]string, x map[key][]string) []rbacv1.PolicyRule {
-		byKey := func(a, b key) int { return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.resource, b.resource)) }
-		var out []rbacv1.PolicyRule
-		for _, k := range slices.SortedFunc(maps.Keys(m), byKey) {
-			names := slices.Compact(slices.Sorted(slices.Values(m[k])))
-			out = append(out,
-				rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: []string{"get", "patch"}, ResourceNames: names},
-				// Server-side apply of an object that does not exist yet is a
-				// create, which RBAC cannot limit by name.
-				rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: []string{"create"}})
-		}
-		for _, k := range slices.SortedFunc(maps.Keys(x), byKey) {
-			res, verb, _ := strings.Cut(k.resource, ":")
-			names := slices.Compact(slices.Sorted(slices.Values(x[k])))
-			out = append(out, rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{res}, Verbs: strings.Split(verb, ","), ResourceNames: names})
-		}
-		return out
+	g, err := rbacGrantsOf(objs, retired, mapper)
+	if err != nil {
+		return nil, err
 	}
 	var out []any
 	roleName := RBACRoleName(controlNS)
-	if _, ok := namespaced[controlNS]; !ok {
-		namespaced[controlNS] = map[key][]string{}
+	if _, ok := g.namespaced[controlNS]; !ok {
+		g.namespaced[controlNS] = map[rbacKey][]string{}
 	}
-	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
-		r := rules(namespaced[ns], extra[ns])
+	for _, ns := range slices.Sorted(maps.Keys(g.namespaced)) {
+		r := rbacRules(g.namespaced[ns], g.extra[ns])
 		if ns == controlNS {
-			head := []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{HeadName}},
-			}
-			// create cannot be limited by name (the name is in the body, not
-			// the URL); the release's own ConfigMaps may have granted it already.
-			createCM := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}
-			if !slices.ContainsFunc(r, func(p rbacv1.PolicyRule) bool { return reflect.DeepEqual(p, createCM) }) {
-				head = append(head, createCM)
-			}
-			r = append(head, r...)
+			r = append(headRules(r), r...)
 		}
 		out = append(out, &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
@@ -185,10 +78,139 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 		ObjectMeta: metav1.ObjectMeta{Name: roleName},
 		Rules: append([]rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
-		}, rules(cluster, extra[""])...),
+		}, rbacRules(g.cluster, g.extra[""])...),
 	})
 	if b := cas.Binding(subj, roleName, "", nil); b != nil {
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// rbacKey is a resource of an API group; in rbacGrants.extra the resource
+// carries its verbs: "roles:escalate", "pods:get,delete".
+type rbacKey struct{ group, resource string }
+
+// rbacGrants are the names each rule grants on.
+type rbacGrants struct {
+	namespaced map[string]map[rbacKey][]string // namespace -> resource -> names (get, patch; create)
+	cluster    map[rbacKey][]string            // cluster-scoped resource -> names
+	extra      map[string]map[rbacKey][]string // namespace ("" = cluster) -> (group, resource:verbs) -> names, for escalate, bind and delete
+}
+
+// rbacGrantsOf gathers the grants for applying objs and deleting retired,
+// and those RBAC's own escalation checks ask for.
+func rbacGrantsOf(objs, retired []*unstructured.Unstructured, mapper meta.RESTMapper) (*rbacGrants, error) {
+	g := &rbacGrants{namespaced: map[string]map[rbacKey][]string{}, cluster: map[rbacKey][]string{}, extra: map[string]map[rbacKey][]string{}}
+	crds := releaseCRDs(slices.Concat(objs, retired))
+	for i, u := range slices.Concat(objs, retired) {
+		k, isNS, err := rbacResource(u, crds, mapper)
+		if err != nil {
+			return nil, err
+		}
+		ns := ""
+		if isNS {
+			ns = u.GetNamespace()
+			if g.namespaced[ns] == nil {
+				g.namespaced[ns] = map[rbacKey][]string{}
+			}
+		}
+		switch {
+		case i >= len(objs): // retired
+			g.addExtra(ns, rbacKey{k.group, k.resource + ":get,delete"}, u.GetName())
+		case isNS:
+			g.namespaced[ns][k] = append(g.namespaced[ns][k], u.GetName())
+		default:
+			g.cluster[k] = append(g.cluster[k], u.GetName())
+		}
+	}
+	g.addEscalation(objs)
+	return g, nil
+}
+
+// rbacResource resolves u's resource and scope: from the release's own
+// CRDs, else from the mapper (a cluster is needed for it).
+func rbacResource(u *unstructured.Unstructured, crds map[schema.GroupKind]crdInfo, mapper meta.RESTMapper) (rbacKey, bool, error) {
+	gvk := u.GroupVersionKind()
+	if c, ok := crds[gvk.GroupKind()]; ok {
+		return rbacKey{gvk.Group, c.plural}, c.namespaced, nil
+	}
+	if mapper == nil {
+		return rbacKey{}, false, fail.Errorf(fail.Invalid, "rbac: kind %s needs a cluster to resolve its resource: pass --context", gvk)
+	}
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return rbacKey{}, false, fail.Errorf(fail.Invalid, "rbac: %s: %v", gvk, err)
+	}
+	return rbacKey{m.Resource.Group, m.Resource.Resource}, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+func (g *rbacGrants) addExtra(ns string, k rbacKey, name string) {
+	if g.extra[ns] == nil {
+		g.extra[ns] = map[rbacKey][]string{}
+	}
+	g.extra[ns][k] = append(g.extra[ns][k], name)
+}
+
+// addEscalation adds what RBAC's own escalation checks ask: creating a
+// Role needs escalate on it, a binding needs bind on the role it
+// references.
+func (g *rbacGrants) addEscalation(objs []*unstructured.Unstructured) {
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		if gvk.Group != rbacv1.GroupName {
+			continue
+		}
+		switch gvk.Kind {
+		case "Role":
+			g.addExtra(u.GetNamespace(), rbacKey{rbacv1.GroupName, "roles:escalate"}, u.GetName())
+		case "ClusterRole":
+			g.addExtra("", rbacKey{rbacv1.GroupName, "clusterroles:escalate"}, u.GetName())
+		case "RoleBinding", "ClusterRoleBinding":
+			kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind")
+			name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
+			res := "roles"
+			if kind == "ClusterRole" {
+				res = "clusterroles"
+			}
+			g.addExtra(u.GetNamespace(), rbacKey{rbacv1.GroupName, res + ":bind"}, name)
+		}
+	}
+}
+
+// rbacRules turns grants into rules, sorted by group and resource: get and
+// patch by name and create for each resource of m, then x's verbs by name.
+func rbacRules(m, x map[rbacKey][]string) []rbacv1.PolicyRule {
+	byKey := func(a, b rbacKey) int {
+		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.resource, b.resource))
+	}
+	var out []rbacv1.PolicyRule
+	for _, k := range slices.SortedFunc(maps.Keys(m), byKey) {
+		names := slices.Compact(slices.Sorted(slices.Values(m[k])))
+		out = append(out,
+			rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: []string{"get", "patch"}, ResourceNames: names},
+			// Server-side apply of an object that does not exist yet is a
+			// create, which RBAC cannot limit by name.
+			rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: []string{"create"}})
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(x), byKey) {
+		res, verb, _ := strings.Cut(k.resource, ":")
+		names := slices.Compact(slices.Sorted(slices.Values(x[k])))
+		out = append(out, rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{res}, Verbs: strings.Split(verb, ","), ResourceNames: names})
+	}
+	return out
+}
+
+// headRules are the control namespace's rules on the Head, put before its
+// rules r: get and update by name, and create unless r grants it already.
+func headRules(r []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	head := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{HeadName}},
+	}
+	// create cannot be limited by name (the name is in the body, not the
+	// URL); the release's own ConfigMaps may have granted it already.
+	createCM := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}
+	if !slices.ContainsFunc(r, func(p rbacv1.PolicyRule) bool { return reflect.DeepEqual(p, createCM) }) {
+		head = append(head, createCM)
+	}
+	return head
 }
