@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/pmezard/go-difflib/difflib"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -151,21 +151,19 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 	}
 	out := make([]ObjectChange, len(req.Objects))
 	errs := make([]error, len(req.Objects))
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(n)
 	for i, u := range req.Objects {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			var dry *unstructured.Unstructured
 			if req.DryRun != nil {
 				dry = req.DryRun[i]
 			}
 			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every object's error is kept in errs, all reported below
 	var failed []error
 	for i, err := range errs {
 		if err != nil {

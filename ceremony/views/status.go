@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -156,18 +156,16 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 		}
 	}
 	rep.Objects = make([]ObjectStatus, len(h.Current.Inventory))
-	sem := make(chan struct{}, parallelism)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(parallelism)
 	errs := make([]error, len(h.Current.Inventory))
 	for i, oid := range h.Current.Inventory {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			rep.Objects[i], errs[i] = objectStatus(ctx, c, oid, h.Tool.FieldManager, byKey[oid.Key()])
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every object's error is kept in errs, all reported below
 	var failed []error
 	for i, err := range errs {
 		if err != nil {
