@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -115,24 +116,9 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 	if parallelism <= 0 {
 		parallelism = 16
 	}
-	what := "head " + ns + "/" + deploy.HeadName
-	cm, present, err := cas.Read(ctx, c.Heads(ns), deploy.HeadName, what)
+	cm, h, err := readStatusHead(ctx, c, ns)
 	if err != nil {
 		return nil, err
-	}
-	if !present {
-		return nil, fail.Errorf(fail.Invalid, "%s: absent: nothing is deployed in namespace %q (wrong -n?)", what, ns)
-	}
-	h, err := deploy.ParseHeadConfigMap(cm)
-	if err != nil {
-		return nil, err
-	}
-	id, err := deploy.ReadClusterIdentity(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	if h.Target.ClusterIdentity != id {
-		return nil, fail.Errorf(fail.Tamper, "%s: target.clusterIdentity %s names another cluster than the one it was read from (%s): a Head copied between clusters is never trusted; investigate", what, h.Target.ClusterIdentity, id)
 	}
 	byKey, err := appliedObjects(applied, h)
 	if err != nil {
@@ -143,25 +129,79 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 		Version: h.Current.Version, FieldManager: h.Tool.FieldManager, ValuesCompared: applied != nil,
 	}
 	if h.Phase == deploy.PhaseApplying {
-		rep.Applying = &Applying{
-			MutationID: h.Transition.MutationID, Transition: h.Transition.Kind, Version: h.Current.Version,
-			PreflightDigest: h.Transition.PreflightDigest,
-			Resume: fmt.Sprintf("resume would take generation %d over under a new mutation id, re-apply its %d objects (%s %s) with field manager %s, converge and commit; run `kubectl ql3 resume --preflight FILE` with the preflight record whose selfDigest is %s, once no apply is running",
-				h.Generation, h.Current.InventoryCount, h.Transition.Kind, h.Current.Version, h.Tool.FieldManager, h.Transition.PreflightDigest),
+		rep.Applying = applyingOf(cm, h)
+	}
+	if rep.Objects, err = objectStatuses(ctx, c, ns, h, byKey, parallelism); err != nil {
+		return nil, err
+	}
+	for _, o := range rep.Objects {
+		switch o.State {
+		case StateMissing:
+			rep.Missing++
+		case StateDrifted:
+			rep.Drifted++
 		}
-		for _, mf := range cm.ManagedFields {
-			if mf.Manager == deploy.HeadFieldManager && mf.Time != nil {
-				rep.Applying.Since = mf.Time.UTC().Format(time.RFC3339)
-			}
+		if o.Status != "" && o.Status != status.CurrentStatus.String() {
+			rep.NotCurrent++
 		}
 	}
-	rep.Objects = make([]ObjectStatus, len(h.Current.Inventory))
+	rep.InSync = rep.Missing+rep.Drifted+rep.NotCurrent == 0 && rep.Applying == nil
+	return rep, nil
+}
+
+// readStatusHead reads and parses the Head of namespace ns and checks it
+// names the cluster it was read from.
+func readStatusHead(ctx context.Context, c deploy.Cluster, ns string) (*corev1.ConfigMap, *deploy.Head, error) {
+	what := "head " + ns + "/" + deploy.HeadName
+	cm, present, err := cas.Read(ctx, c.Heads(ns), deploy.HeadName, what)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !present {
+		return nil, nil, fail.Errorf(fail.Invalid, "%s: absent: nothing is deployed in namespace %q (wrong -n?)", what, ns)
+	}
+	h, err := deploy.ParseHeadConfigMap(cm)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := deploy.ReadClusterIdentity(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h.Target.ClusterIdentity != id {
+		return nil, nil, fail.Errorf(fail.Tamper, "%s: target.clusterIdentity %s names another cluster than the one it was read from (%s): a Head copied between clusters is never trusted; investigate", what, h.Target.ClusterIdentity, id)
+	}
+	return cm, h, nil
+}
+
+// applyingOf describes the transition an applying Head h (read as cm) is
+// in, since when, and what resume would do.
+func applyingOf(cm *corev1.ConfigMap, h *deploy.Head) *Applying {
+	a := &Applying{
+		MutationID: h.Transition.MutationID, Transition: h.Transition.Kind, Version: h.Current.Version,
+		PreflightDigest: h.Transition.PreflightDigest,
+		Resume: fmt.Sprintf("resume would take generation %d over under a new mutation id, re-apply its %d objects (%s %s) with field manager %s, converge and commit; run `kubectl ql3 resume --preflight FILE` with the preflight record whose selfDigest is %s, once no apply is running",
+			h.Generation, h.Current.InventoryCount, h.Transition.Kind, h.Current.Version, h.Tool.FieldManager, h.Transition.PreflightDigest),
+	}
+	for _, mf := range cm.ManagedFields {
+		if mf.Manager == deploy.HeadFieldManager && mf.Time != nil {
+			a.Since = mf.Time.UTC().Format(time.RFC3339)
+		}
+	}
+	return a
+}
+
+// objectStatuses GETs every object of h's inventory, at most parallelism
+// at once, in inventory order. Every object that could not be read is
+// reported, classified: invalid input if one is, else unavailable.
+func objectStatuses(ctx context.Context, c deploy.Cluster, ns string, h *deploy.Head, byKey map[inventory.Key]*unstructured.Unstructured, parallelism int) ([]ObjectStatus, error) {
+	objs := make([]ObjectStatus, len(h.Current.Inventory))
+	errs := make([]error, len(h.Current.Inventory))
 	var g errgroup.Group
 	g.SetLimit(parallelism)
-	errs := make([]error, len(h.Current.Inventory))
 	for i, oid := range h.Current.Inventory {
 		g.Go(func() error {
-			rep.Objects[i], errs[i] = objectStatus(ctx, c, oid, h.Tool.FieldManager, byKey[oid.Key()])
+			objs[i], errs[i] = objectStatus(ctx, c, oid, h.Tool.FieldManager, byKey[oid.Key()])
 			return nil
 		})
 	}
@@ -181,19 +221,7 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 		}
 		return nil, fail.Errorf(class, "status %s: %d of %d objects could not be read: %v", ns, len(failed), len(errs), failed)
 	}
-	for _, o := range rep.Objects {
-		switch o.State {
-		case StateMissing:
-			rep.Missing++
-		case StateDrifted:
-			rep.Drifted++
-		}
-		if o.Status != "" && o.Status != status.CurrentStatus.String() {
-			rep.NotCurrent++
-		}
-	}
-	rep.InSync = rep.Missing+rep.Drifted+rep.NotCurrent == 0 && rep.Applying == nil
-	return rep, nil
+	return objs, nil
 }
 
 // appliedObjects indexes applied's objects by key, after checking that
