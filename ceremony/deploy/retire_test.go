@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
@@ -156,7 +156,7 @@ func TestRetireLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	grantRBAC(t, noDelete)
-	waitAllowed(t, carol, authorizationv1.ResourceAttributes{Verb: "get", Resource: "configmaps", Namespace: ns, Name: deploy.HeadName})
+	waitGranted(t, carol, noDelete)
 	co := options(t, cluster(t, userConfig(t, carol)), rdir)
 	_, err = deploy.RunPreflight(ctx, co, deploy.PreflightRequest{Dir: v320, Transition: deploy.TransitionRetire, Expected: h2.Expected(), Out: filepath.Join(t.TempDir(), "pf.json")})
 	if fail.ClassOf(err) != fail.Invalid || !strings.Contains(err.Error(), "delete configmaps/ql3-features") || !strings.Contains(err.Error(), "delete deployments.apps/ql3-batch") {
@@ -178,7 +178,7 @@ func TestRetireLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	grantRBAC(t, objs)
-	waitAllowed(t, bob, authorizationv1.ResourceAttributes{Verb: "delete", Group: "apps", Resource: "deployments", Namespace: ns, Name: workerID.Name})
+	waitGranted(t, bob, objs)
 	bo := options(t, cluster(t, userConfig(t, bob)), rdir)
 	pf, err := deploy.RunPreflight(ctx, bo, deploy.PreflightRequest{Dir: v320, Transition: deploy.TransitionRetire, Expected: h2.Expected(), Out: filepath.Join(t.TempDir(), "pf.json")})
 	if err != nil {
@@ -404,14 +404,14 @@ func workerReplicaSets(t *testing.T, ns string) []string {
 	return out
 }
 
+// waitFor waits until ok holds, reading it again every 250ms for at most
+// a minute.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(250 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(context.Context) (bool, error) { return ok(), nil }); err != nil {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
