@@ -362,22 +362,24 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 // (exit 4; a rerun of apply settles it).
 func (o *Options) applyServed(ctx context.Context, u *unstructured.Unstructured, fm string, force bool) (*unstructured.Unstructured, error) {
 	deadline := time.Now().Add(o.Timeout)
-	for {
-		got, err := o.applyOne(ctx, u, fm, force, false)
+	var got *unstructured.Unstructured
+	var err error
+	pollErr := wait.PollUntilContextCancel(ctx, establishedPollEvery, true, func(ctx context.Context) (bool, error) {
+		got, err = o.applyOne(ctx, u, fm, force, false)
 		notServed := meta.IsNoMatchError(err) || (apierrors.IsNotFound(err) && !isNamespaceNotFound(err))
 		if !notServed {
-			return got, err
+			return true, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fail.Errorf(fail.Unavailable, "kind %s of this release's CRD is Established but not served within %s: %w", u.GroupVersionKind(), o.Timeout, err)
+			return false, fail.Errorf(fail.Unavailable, "kind %s of this release's CRD is Established but not served within %s: %w", u.GroupVersionKind(), o.Timeout, err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(establishedPollEvery):
-		}
-		o.Cluster.ResetMapper()
+		o.Cluster.ResetMapper() // discovery is read again by the next apply
+		return false, nil
+	})
+	if pollErr != nil {
+		return nil, pollErr
 	}
+	return got, err
 }
 
 func (o *Options) waitEstablished(ctx context.Context, results []objectResult) error {
@@ -387,16 +389,13 @@ func (o *Options) waitEstablished(ctx context.Context, results []objectResult) e
 		if r.ID.Kind != "CustomResourceDefinition" {
 			continue
 		}
-		for {
-			u, err := o.Cluster.Get(ctx, r.ID)
-			if err == nil && crdEstablished(u) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fail.Errorf(fail.Unavailable, "apply: CRD %s not Established within %s: %v", r.ID.Name, o.Timeout, err)
-			case <-time.After(establishedPollEvery):
-			}
+		var err error
+		if wait.PollUntilContextCancel(ctx, establishedPollEvery, true, func(ctx context.Context) (bool, error) {
+			var u *unstructured.Unstructured
+			u, err = o.Cluster.Get(ctx, r.ID)
+			return err == nil && crdEstablished(u), nil
+		}) != nil {
+			return fail.Errorf(fail.Unavailable, "apply: CRD %s not Established within %s: %v", r.ID.Name, o.Timeout, err)
 		}
 	}
 	return nil
