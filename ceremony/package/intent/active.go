@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -132,29 +133,29 @@ func ParseActive(data []byte) (*Active, error) {
 // check validates a and binds its receipt to its intent.
 func (a *Active) check() error {
 	if a.Schema != ActiveSchema {
-		return invalidf("active.json: schema: %q, want %q", clip(a.Schema), ActiveSchema)
+		return invalidf("active.json: schema: %q, want %q", strictjson.Clip(a.Schema), ActiveSchema)
 	}
 	n, err := Normalize(a.Intent)
 	if err != nil {
 		return err
 	}
 	if a.ClusterIdentity != n.ClusterIdentity {
-		return invalidf("active.json: clusterIdentity %q differs from the intent's %s", clip(a.ClusterIdentity), n.ClusterIdentity)
+		return invalidf("active.json: clusterIdentity %q differs from the intent's %s", strictjson.Clip(a.ClusterIdentity), n.ClusterIdentity)
 	}
 	r := a.Receipt
 	if r.Schema != ReceiptSchema {
-		return invalidf("active.json: receipt.schema: %q, want %q", clip(r.Schema), ReceiptSchema)
+		return invalidf("active.json: receipt.schema: %q, want %q", strictjson.Clip(r.Schema), ReceiptSchema)
 	}
 	id, _ := Digest(n)
 	if r.IntentDigest != id {
-		return invalidf("active.json: receipt.intentDigest %q is not the intent's digest %s", clip(r.IntentDigest), id)
+		return invalidf("active.json: receipt.intentDigest %q is not the intent's digest %s", strictjson.Clip(r.IntentDigest), id)
 	}
 	nm, _ := NamingOf(n)
 	if r.TargetDigest != nm.TargetDigest {
-		return invalidf("active.json: receipt.targetDigest %q is not the intent's target %s", clip(r.TargetDigest), nm.TargetDigest)
+		return invalidf("active.json: receipt.targetDigest %q is not the intent's target %s", strictjson.Clip(r.TargetDigest), nm.TargetDigest)
 	}
 	if t, err := time.Parse(time.RFC3339, r.ActivatedAt); !timeRE.MatchString(r.ActivatedAt) || err != nil || t.Year() < 1970 {
-		return invalidf("active.json: receipt.activatedAt: %q is not a UTC time like 2026-07-24T09:30:00Z", clip(r.ActivatedAt))
+		return invalidf("active.json: receipt.activatedAt: %q is not a UTC time like 2026-07-24T09:30:00Z", strictjson.Clip(r.ActivatedAt))
 	}
 	return nil
 }

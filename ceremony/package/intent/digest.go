@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -132,10 +133,10 @@ func VerifyNaming(in Intent, name, label string) error {
 		return err
 	}
 	if name != want.Name {
-		return fail.Errorf(fail.Tamper, "active pointer %q holds an intent for target %s, whose pointer is %q; do not use it, inspect who wrote it", clip(name), want.TargetDigest, want.Name)
+		return fail.Errorf(fail.Tamper, "active pointer %q holds an intent for target %s, whose pointer is %q; do not use it, inspect who wrote it", strictjson.Clip(name), want.TargetDigest, want.Name)
 	}
 	if label != want.Label {
-		return fail.Errorf(fail.Tamper, "active pointer %q: label %s=%q does not encode target %s (want %q); do not use it, inspect who wrote it", name, TargetLabel, clip(label), want.TargetDigest, want.Label)
+		return fail.Errorf(fail.Tamper, "active pointer %q: label %s=%q does not encode target %s (want %q); do not use it, inspect who wrote it", name, TargetLabel, strictjson.Clip(label), want.TargetDigest, want.Label)
 	}
 	return nil
 }

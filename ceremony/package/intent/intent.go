@@ -13,6 +13,7 @@ import (
 	"regexp"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 )
 
 // Schema is the intent's schema member, exactly.
@@ -86,7 +87,7 @@ func Normalize(in Intent) (Intent, error) {
 		out.PreviousLockDigest = &p
 	}
 	if in.Schema != Schema {
-		return Intent{}, invalidf("schema: %q, want %q", clip(in.Schema), Schema)
+		return Intent{}, invalidf("schema: %q, want %q", strictjson.Clip(in.Schema), Schema)
 	}
 	if err := checkDigest("clusterIdentity", in.ClusterIdentity); err != nil {
 		return Intent{}, err
@@ -132,7 +133,7 @@ func Normalize(in Intent) (Intent, error) {
 // ending with a letter or digit).
 func CheckID(field, v string) error {
 	if len(v) == 0 || len(v) > MaxIDLength || !labelRE.MatchString(v) {
-		return invalidf("%s: %q is not a DNS-1123 label (1-%d of a-z, 0-9 and '-', starting and ending with a letter or digit)", field, clip(v), MaxIDLength)
+		return invalidf("%s: %q is not a DNS-1123 label (1-%d of a-z, 0-9 and '-', starting and ending with a letter or digit)", field, strictjson.Clip(v), MaxIDLength)
 	}
 	return nil
 }
@@ -141,7 +142,7 @@ func CheckID(field, v string) error {
 // MaxReferenceLength bytes (docs/package-pointer.md).
 func CheckReference(field, v string) error {
 	if len(v) > MaxReferenceLength || !referenceRE.MatchString(v) {
-		return invalidf("%s: %q is not an OCI reference pinned by digest (NAME@sha256:<64 hex>, at most %d bytes)", field, clip(v), MaxReferenceLength)
+		return invalidf("%s: %q is not an OCI reference pinned by digest (NAME@sha256:<64 hex>, at most %d bytes)", field, strictjson.Clip(v), MaxReferenceLength)
 	}
 	return nil
 }
@@ -149,7 +150,7 @@ func CheckReference(field, v string) error {
 // CheckName checks a bare repository name, the NAME of a stage reference.
 func CheckName(field, v string) error {
 	if len(v) > MaxReferenceLength || !nameRE.MatchString(v) {
-		return invalidf("%s: %q is not an OCI repository name", field, clip(v))
+		return invalidf("%s: %q is not an OCI repository name", field, strictjson.Clip(v))
 	}
 	return nil
 }
@@ -167,22 +168,13 @@ func SplitReference(ref string) (name, digest string, err error) {
 
 func checkDigest(field, v string) error {
 	if !digestRE.MatchString(v) {
-		return invalidf("%s: %q is not a digest (sha256: and 64 lowercase hex digits)", field, clip(v))
+		return invalidf("%s: %q is not a digest (sha256: and 64 lowercase hex digits)", field, strictjson.Clip(v))
 	}
 	return nil
 }
 
 func invalidf(format string, args ...any) error {
 	return fail.Errorf(fail.Invalid, "intent: "+format, args...)
-}
-
-// clip shortens a value quoted in an error.
-func clip[T ~string | ~[]byte](v T) string {
-	s := string(v)
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
 
 // String is a one-line summary for messages.

@@ -69,7 +69,7 @@ func object(what string, data []byte, want []string) (map[string]json.RawMessage
 func str(name string, raw json.RawMessage) (string, error) {
 	v, ok := strictjson.String(raw)
 	if !ok {
-		return "", invalidf("%s: %s is not a JSON string", name, clip(string(raw)))
+		return "", invalidf("%s: %s is not a JSON string", name, strictjson.Clip(string(raw)))
 	}
 	return v, nil
 }
@@ -78,7 +78,7 @@ func str(name string, raw json.RawMessage) (string, error) {
 // MaxGeneration.
 func integer(name string, raw json.RawMessage) (int64, error) {
 	if !integerRE.Match(raw) {
-		return 0, invalidf("%s: %s is not a positive integer written in plain decimal digits", name, clip(raw))
+		return 0, invalidf("%s: %s is not a positive integer written in plain decimal digits", name, strictjson.Clip(raw))
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil || n > MaxGeneration {

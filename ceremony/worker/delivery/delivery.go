@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -107,7 +108,7 @@ func invalidf(format string, args ...any) error {
 // most MaxIDLen characters.
 func CheckID(field, v string) error {
 	if len(v) == 0 || len(v) > MaxIDLen || !idRE.MatchString(v) {
-		return invalidf("%s %q: write lowercase letters, digits and '-' (starting and ending with a letter or digit), at most %d characters", field, clip(v), MaxIDLen)
+		return invalidf("%s %q: write lowercase letters, digits and '-' (starting and ending with a letter or digit), at most %d characters", field, strictjson.Clip(v), MaxIDLen)
 	}
 	return nil
 }
@@ -116,7 +117,7 @@ func CheckID(field, v string) error {
 // file"). Errors are fail.Invalid and name the member.
 func (d *Delivery) Validate() error {
 	if d.Schema != Schema {
-		return invalidf("schema %q: want %q", clip(d.Schema), Schema)
+		return invalidf("schema %q: want %q", strictjson.Clip(d.Schema), Schema)
 	}
 	if err := CheckID("deliveryId", d.DeliveryID); err != nil {
 		return err
@@ -138,15 +139,15 @@ func (d *Delivery) Validate() error {
 	t := d.Target
 	switch {
 	case !canon.IsDigest(t.ClusterIdentity):
-		return invalidf("target.clusterIdentity %q: want sha256: and 64 lowercase hex digits (kubectl ql3 version prints it)", clip(t.ClusterIdentity))
+		return invalidf("target.clusterIdentity %q: want sha256: and 64 lowercase hex digits (kubectl ql3 version prints it)", strictjson.Clip(t.ClusterIdentity))
 	case len(t.Namespace) > 63 || !nsRE.MatchString(t.Namespace):
-		return invalidf("target.namespace %q is not a namespace name", clip(t.Namespace))
+		return invalidf("target.namespace %q is not a namespace name", strictjson.Clip(t.Namespace))
 	case t.Secret != SecretName:
-		return invalidf("target.secret %q: the credential Secret is always %q", clip(t.Secret), SecretName)
+		return invalidf("target.secret %q: the credential Secret is always %q", strictjson.Clip(t.Secret), SecretName)
 	case t.Key != SecretKey:
-		return invalidf("target.key %q: the credential key is always %q", clip(t.Key), SecretKey)
+		return invalidf("target.key %q: the credential key is always %q", strictjson.Clip(t.Key), SecretKey)
 	case len(t.Deployment) > 253 || !nameRE.MatchString(t.Deployment):
-		return invalidf("target.deployment %q is not a Deployment name", clip(t.Deployment))
+		return invalidf("target.deployment %q is not a Deployment name", strictjson.Clip(t.Deployment))
 	}
 	return nil
 }
@@ -161,21 +162,13 @@ func GenerationString(g int64) string { return strconv.FormatInt(g, 10) }
 // digits, no sign or leading zero, 1..MaxGeneration.
 func ParseGeneration(v string) (int64, error) {
 	if !genRE.MatchString(v) {
-		return 0, fmt.Errorf("%q is not a positive integer in plain decimal digits", clip(v))
+		return 0, fmt.Errorf("%q is not a positive integer in plain decimal digits", strictjson.Clip(v))
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n > MaxGeneration {
-		return 0, fmt.Errorf("%q is above %d", clip(v), int64(MaxGeneration))
+		return 0, fmt.Errorf("%q is above %d", strictjson.Clip(v), int64(MaxGeneration))
 	}
 	return n, nil
 }
 
 var genRE = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
-
-// clip shortens a value quoted in an error.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}

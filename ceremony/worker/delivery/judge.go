@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 )
 
 // Verdict is what the PodTemplate's current annotations mean for a delivery.
@@ -54,11 +55,11 @@ func Judge(d *Delivery, want Stamp, ann map[string]string) (Verdict, error) {
 	case same:
 		return Replay, nil
 	case ann[AnnotationDeliveryID] == d.DeliveryID:
-		return "", fail.Errorf(fail.Conflict, "the Worker PodTemplate carries delivery %q with other values (credential %q, generation %d): a delivery id names one delivery only; nothing was written", d.DeliveryID, clip(ann[AnnotationCredentialID]), cur)
+		return "", fail.Errorf(fail.Conflict, "the Worker PodTemplate carries delivery %q with other values (credential %q, generation %d): a delivery id names one delivery only; nothing was written", d.DeliveryID, strictjson.Clip(ann[AnnotationCredentialID]), cur)
 	case d.Predecessor == nil:
-		return "", fail.Errorf(fail.Conflict, "the Worker PodTemplate already carries credential %q (generation %d), but delivery %q is a first delivery (predecessorCredentialId null); nothing was written", clip(ann[AnnotationCredentialID]), cur, d.DeliveryID)
+		return "", fail.Errorf(fail.Conflict, "the Worker PodTemplate already carries credential %q (generation %d), but delivery %q is a first delivery (predecessorCredentialId null); nothing was written", strictjson.Clip(ann[AnnotationCredentialID]), cur, d.DeliveryID)
 	case ann[AnnotationCredentialID] != *d.Predecessor:
-		return "", fail.Errorf(fail.Conflict, "the Worker PodTemplate carries credential %q (generation %d), not delivery %q's predecessor %q: another rotation moved it; nothing was written", clip(ann[AnnotationCredentialID]), cur, d.DeliveryID, *d.Predecessor)
+		return "", fail.Errorf(fail.Conflict, "the Worker PodTemplate carries credential %q (generation %d), not delivery %q's predecessor %q: another rotation moved it; nothing was written", strictjson.Clip(ann[AnnotationCredentialID]), cur, d.DeliveryID, *d.Predecessor)
 	case d.Generation <= cur:
 		return "", fail.Errorf(fail.Conflict, "delivery %q's deploymentGeneration %d is not above the PodTemplate's %d; nothing was written", d.DeliveryID, d.Generation, cur)
 	}

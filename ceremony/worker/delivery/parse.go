@@ -98,7 +98,7 @@ func object(what string, data []byte, want []string) (map[string]json.RawMessage
 func str(name string, raw json.RawMessage) (string, error) {
 	v, ok := strictjson.String(raw)
 	if !ok {
-		return "", invalidf("%s: %s is not a string", name, clip(string(raw)))
+		return "", invalidf("%s: %s is not a string", name, strictjson.Clip(string(raw)))
 	}
 	return v, nil
 }
