@@ -390,7 +390,7 @@ func inventoryRule(p, c *Receipt) []string {
 	switch c.Transition.Kind {
 	case KindUpgrade:
 		if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
-			return []string{fmt.Sprintf("generation %d: upgrade drops %d object(s) of generation %d, and kubectl-ql3 never prunes: %s", c.Generation, len(dropped), p.Generation, identityList(dropped))}
+			return []string{fmt.Sprintf("generation %d: upgrade drops %d object(s) of generation %d, and kubectl-ql3 never prunes: %s", c.Generation, len(dropped), p.Generation, canon.List(dropped, 10))}
 		}
 	case KindRetire:
 		return retireRule(p, c)
@@ -409,16 +409,16 @@ func retireRule(p, c *Receipt) []string {
 		gone[i] = x.ID
 	}
 	if unknown := canon.Missing(gone, p.Inventory); len(unknown) > 0 {
-		out = append(out, fmt.Sprintf("generation %d: retire lists %d object(s) generation %d did not deploy: %s", c.Generation, len(unknown), p.Generation, identityList(unknown)))
+		out = append(out, fmt.Sprintf("generation %d: retire lists %d object(s) generation %d did not deploy: %s", c.Generation, len(unknown), p.Generation, canon.List(unknown, 10)))
 	}
 	if kept := canon.Missing(c.Inventory, canon.Missing(p.Inventory, gone)); len(kept) > 0 {
-		out = append(out, fmt.Sprintf("generation %d: retire adds %d object(s): %s", c.Generation, len(kept), identityList(kept)))
+		out = append(out, fmt.Sprintf("generation %d: retire adds %d object(s): %s", c.Generation, len(kept), canon.List(kept, 10)))
 	}
 	if dropped := canon.Missing(canon.Missing(p.Inventory, gone), c.Inventory); len(dropped) > 0 {
-		out = append(out, fmt.Sprintf("generation %d: retire drops %d object(s) of generation %d it does not list as retired: %s", c.Generation, len(dropped), p.Generation, identityList(dropped)))
+		out = append(out, fmt.Sprintf("generation %d: retire drops %d object(s) of generation %d it does not list as retired: %s", c.Generation, len(dropped), p.Generation, canon.List(dropped, 10)))
 	}
 	if kept := canon.Missing(gone, canon.Missing(gone, c.Inventory)); len(kept) > 0 {
-		out = append(out, fmt.Sprintf("generation %d: retire lists %d object(s) it still deploys: %s", c.Generation, len(kept), identityList(kept)))
+		out = append(out, fmt.Sprintf("generation %d: retire lists %d object(s) it still deploys: %s", c.Generation, len(kept), canon.List(kept, 10)))
 	}
 	return out
 }
@@ -436,28 +436,14 @@ func rollbackRule(p, c *Receipt) []string {
 	if !canon.SameObjects(p.Inventory, c.Inventory) {
 		var diff []string
 		if dropped := canon.Missing(p.Inventory, c.Inventory); len(dropped) > 0 {
-			diff = append(diff, "drops "+identityList(dropped))
+			diff = append(diff, "drops "+canon.List(dropped, 10))
 		}
 		if added := canon.Missing(c.Inventory, p.Inventory); len(added) > 0 {
-			diff = append(diff, "adds "+identityList(added))
+			diff = append(diff, "adds "+canon.List(added, 10))
 		}
 		out = append(out, fmt.Sprintf("generation %d: rollback changes the objects of generation %d: it %s", c.Generation, p.Generation, strings.Join(diff, " and ")))
 	}
 	return out
-}
-
-// identityList names the first few identities of ids.
-func identityList(ids []canon.Identity) string {
-	const max = 10
-	var parts []string
-	for i, id := range ids {
-		if i == max {
-			parts = append(parts, fmt.Sprintf("and %d more", len(ids)-max))
-			break
-		}
-		parts = append(parts, id.String())
-	}
-	return strings.Join(parts, ", ")
 }
 
 // gap describes generations from to to, which no parsed receipt holds:

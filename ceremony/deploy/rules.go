@@ -8,6 +8,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -64,7 +65,7 @@ func CheckTransition(h *Head, expected ExpectedHead, t Target) error {
 			return fail.Errorf(fail.Invalid, "upgrade: release version %s is not greater than the deployed %s", to, from)
 		}
 		if missing := inventory.Missing(cur.Inventory, t.Inventory); len(missing) > 0 {
-			return fail.Errorf(fail.Invalid, "upgrade: the release omits %d live object(s) of %s, and kubectl-ql3 never prunes: %s", len(missing), cur.Version, identityList(missing, 10))
+			return fail.Errorf(fail.Invalid, "upgrade: the release omits %d live object(s) of %s, and kubectl-ql3 never prunes: %s", len(missing), cur.Version, canon.List(missing, 10))
 		}
 	case TransitionRetire:
 		return checkRetire(h, t)
@@ -74,7 +75,7 @@ func CheckTransition(h *Head, expected ExpectedHead, t Target) error {
 			return fail.Errorf(fail.Invalid, "rollback: the deployed %s has no previous deployment", cur.Version)
 		}
 		if h.Transition.Kind == TransitionRetire {
-			return fail.Errorf(fail.Invalid, "rollback: generation %d retired %s; the inventories differ because of the retirement, and a rollback never re-creates objects: deploy them again with an upgrade", h.Generation, identityList(retiredIDs(h.Retired), 10))
+			return fail.Errorf(fail.Invalid, "rollback: generation %d retired %s; the inventories differ because of the retirement, and a rollback never re-creates objects: deploy them again with an upgrade", h.Generation, canon.List(retiredIDs(h.Retired), 10))
 		}
 		if t.Deployment.Version != prev.Version || t.Deployment.LockDigest != prev.LockDigest {
 			return fail.Errorf(fail.Invalid, "rollback: target %s (lock %s) is not the exact previous deployment %s (lock %s)", t.Deployment.Version, t.Deployment.LockDigest, prev.Version, prev.LockDigest)
@@ -110,7 +111,7 @@ func checkRetire(h *Head, t Target) error {
 		return fail.Errorf(fail.Invalid, "retire: release version %s is not greater than the deployed %s", to, from)
 	}
 	if added := inventory.Missing(t.Inventory, cur.Inventory); len(added) > 0 {
-		return fail.Errorf(fail.Invalid, "retire: the release adds %d object(s) (%s): one intent per transition: retire first, then upgrade", len(added), identityList(added, 10))
+		return fail.Errorf(fail.Invalid, "retire: the release adds %d object(s) (%s): one intent per transition: retire first, then upgrade", len(added), canon.List(added, 10))
 	}
 	retired := inventory.Missing(cur.Inventory, t.Inventory)
 	if len(retired) == 0 {
@@ -161,22 +162,10 @@ func retiredIDs(rs []receipts.Retired) []inventory.Identity {
 func inventoryDiff(cur, target []inventory.Identity) string {
 	var parts []string
 	if dropped := inventory.Missing(cur, target); len(dropped) > 0 {
-		parts = append(parts, fmt.Sprintf("the target drops %s", identityList(dropped, 10)))
+		parts = append(parts, fmt.Sprintf("the target drops %s", canon.List(dropped, 10)))
 	}
 	if added := inventory.Missing(target, cur); len(added) > 0 {
-		parts = append(parts, fmt.Sprintf("the target adds %s", identityList(added, 10)))
+		parts = append(parts, fmt.Sprintf("the target adds %s", canon.List(added, 10)))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func identityList(ids []inventory.Identity, max int) string {
-	var parts []string
-	for i, id := range ids {
-		if i == max {
-			parts = append(parts, fmt.Sprintf("and %d more", len(ids)-max))
-			break
-		}
-		parts = append(parts, id.String())
-	}
-	return strings.Join(parts, ", ")
 }

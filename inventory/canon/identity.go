@@ -150,3 +150,17 @@ func FlowMapping(kv ...string) (*yamlv3.Node, error) {
 	}
 	return n, nil
 }
+
+// List names ids for a message: comma-separated, the first max of them
+// and "and N more" for the rest.
+func List(ids []Identity, max int) string {
+	var parts []string
+	for i, id := range ids {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ids)-max))
+			break
+		}
+		parts = append(parts, id.String())
+	}
+	return strings.Join(parts, ", ")
+}

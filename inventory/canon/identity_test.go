@@ -172,3 +172,20 @@ func TestIsHead(t *testing.T) {
 		}
 	}
 }
+
+func TestList(t *testing.T) {
+	ids := []Identity{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "x"}, {APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "y"}, {APIVersion: "v1", Kind: "Namespace", Name: "a"}}
+	for _, c := range []struct {
+		max  int
+		want string
+	}{
+		{10, "v1/ConfigMap/a/x, v1/ConfigMap/a/y, v1/Namespace/-/a"},
+		{3, "v1/ConfigMap/a/x, v1/ConfigMap/a/y, v1/Namespace/-/a"},
+		{2, "v1/ConfigMap/a/x, v1/ConfigMap/a/y, and 1 more"},
+		{0, "and 3 more"},
+	} {
+		if got := List(ids, c.max); got != c.want {
+			t.Errorf("List(max %d) = %q, want %q", c.max, got, c.want)
+		}
+	}
+}
