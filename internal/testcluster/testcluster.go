@@ -14,7 +14,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -323,73 +321,12 @@ func (cp *ControlPlane) startControllerManager() error {
 	}
 }
 
-func (cp *ControlPlane) run(name, bin string, args ...string) (*proc, error) {
-	log, err := os.OpenFile(cp.path("logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = cleanEnv()
-	detach(cmd)
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: log, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	cp.mu.Lock()
-	cp.procs = append(cp.procs, p)
-	cp.mu.Unlock()
-	return p, nil
-}
-
-// cleanEnv drops every ETCD_* variable (etcd reads each one as a flag) and
-// the caller's KUBECONFIG.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "ETCD_") || strings.HasPrefix(kv, "KUBECONFIG=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
 func (cp *ControlPlane) caTransport() (*http.Transport, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(cp.ca.certPEM) {
 		return nil, errors.New("bad CA certificate")
 	}
 	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, nil
-}
-
-func waitHTTP(url string, tr *http.Transport, timeout time.Duration, p *proc) error {
-	c := &http.Client{Timeout: 2 * time.Second}
-	if tr != nil {
-		c.Transport = tr
-	}
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited: %v (see %s)", p.name, p.err, p.log.Name())
-		default:
-		}
-		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
-		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("not healthy after %s: %v", timeout, last)
 }
 
 // waitReady waits for /readyz as admin and for the default namespace and
@@ -499,92 +436,6 @@ func sanitize(s string) string {
 	return strings.Trim(b.String(), "-")
 }
 
-// RestartAPIServer stops kube-apiserver and starts it again on the same port.
-func (cp *ControlPlane) RestartAPIServer() error {
-	cp.mu.Lock()
-	var api *proc
-	for _, p := range cp.procs {
-		if p.name == "kube-apiserver" {
-			api = p
-		}
-	}
-	cp.mu.Unlock()
-	if api == nil {
-		return errors.New("kube-apiserver is not running")
-	}
-	cp.stopProc(api)
-	args := api.cmd.Args[1:]
-	p, err := cp.run("kube-apiserver", api.cmd.Path, args...)
-	if err != nil {
-		return err
-	}
-	tr, err := cp.caTransport()
-	if err != nil {
-		return err
-	}
-	if err := waitHTTP(cp.URL+"/livez", tr, 90*time.Second, p); err != nil {
-		return err
-	}
-	return cp.waitReady(90 * time.Second)
-}
-
-// RestartEtcd stops etcd and starts it again on the same ports and data
-// directory, then waits until kube-apiserver serves again.
-func (cp *ControlPlane) RestartEtcd() error {
-	cp.mu.Lock()
-	var etcd *proc
-	for _, p := range cp.procs {
-		if p.name == "etcd" {
-			etcd = p
-		}
-	}
-	cp.mu.Unlock()
-	if etcd == nil {
-		return errors.New("etcd is not running")
-	}
-	cp.stopProc(etcd)
-	p, err := cp.run("etcd", etcd.cmd.Path, etcd.cmd.Args[1:]...)
-	if err != nil {
-		return err
-	}
-	// Keep the start order (etcd first) so Stop ends it last.
-	cp.mu.Lock()
-	for i, q := range cp.procs {
-		if q == p {
-			cp.procs = append([]*proc{p}, append(cp.procs[:i:i], cp.procs[i+1:]...)...)
-			break
-		}
-	}
-	cp.mu.Unlock()
-	if err := waitHTTP(cp.etcdURL+"/health", nil, 30*time.Second, p); err != nil {
-		return err
-	}
-	return cp.waitReady(90 * time.Second)
-}
-
-func (cp *ControlPlane) stopProc(p *proc) {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	}
-	p.log.Close()
-	cp.mu.Lock()
-	for i, q := range cp.procs {
-		if q == p {
-			cp.procs = append(cp.procs[:i], cp.procs[i+1:]...)
-			break
-		}
-	}
-	cp.mu.Unlock()
-}
-
 // Stop ends every process (newest first) by PID and removes the working
 // directory unless keepLogs is set, in which case it says where the logs are.
 func (cp *ControlPlane) Stop(keepLogs bool) {
@@ -655,13 +506,4 @@ func writePair(base string, crt, key []byte) error {
 		return err
 	}
 	return os.WriteFile(base+".key", key, 0o600)
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("no free loopback port: %v", err))
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

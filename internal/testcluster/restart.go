@@ -1,0 +1,69 @@
+package testcluster
+
+import (
+	"errors"
+	"time"
+)
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same port.
+func (cp *ControlPlane) RestartAPIServer() error {
+	cp.mu.Lock()
+	var api *proc
+	for _, p := range cp.procs {
+		if p.name == "kube-apiserver" {
+			api = p
+		}
+	}
+	cp.mu.Unlock()
+	if api == nil {
+		return errors.New("kube-apiserver is not running")
+	}
+	cp.stopProc(api)
+	args := api.cmd.Args[1:]
+	p, err := cp.run("kube-apiserver", api.cmd.Path, args...)
+	if err != nil {
+		return err
+	}
+	tr, err := cp.caTransport()
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(cp.URL+"/livez", tr, 90*time.Second, p); err != nil {
+		return err
+	}
+	return cp.waitReady(90 * time.Second)
+}
+
+// RestartEtcd stops etcd and starts it again on the same ports and data
+// directory, then waits until kube-apiserver serves again.
+func (cp *ControlPlane) RestartEtcd() error {
+	cp.mu.Lock()
+	var etcd *proc
+	for _, p := range cp.procs {
+		if p.name == "etcd" {
+			etcd = p
+		}
+	}
+	cp.mu.Unlock()
+	if etcd == nil {
+		return errors.New("etcd is not running")
+	}
+	cp.stopProc(etcd)
+	p, err := cp.run("etcd", etcd.cmd.Path, etcd.cmd.Args[1:]...)
+	if err != nil {
+		return err
+	}
+	// Keep the start order (etcd first) so Stop ends it last.
+	cp.mu.Lock()
+	for i, q := range cp.procs {
+		if q == p {
+			cp.procs = append([]*proc{p}, append(cp.procs[:i:i], cp.procs[i+1:]...)...)
+			break
+		}
+	}
+	cp.mu.Unlock()
+	if err := waitHTTP(cp.etcdURL+"/health", nil, 30*time.Second, p); err != nil {
+		return err
+	}
+	return cp.waitReady(90 * time.Second)
+}
