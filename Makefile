@@ -28,17 +28,20 @@ TEST_FLAGS ?=
 BENCH_N    ?= 100,1000,3000
 BENCH_RUNS ?= 3
 
-.PHONY: all build test unit controlplane demo bench bench-peers lint tools dist clean fuzz reliability
+.PHONY: all build test unit controlplane node demo bench bench-peers lint tools dist clean fuzz reliability
 
 all: build
 
 build: ## build the plugin into bin/kubectl-ql3
 	go build -trimpath -ldflags "$(LDFLAGS)" -o $(PLUGIN) ./cmd/kubectl-ql3
 
-controlplane: ## build etcd, kube-apiserver, kube-controller-manager and kubectl for tests
+controlplane: ## build etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet and kube-scheduler for tests
 	hack/controlplane.sh $(CP_DIR)
 
-test: build controlplane tools ## every test: unit, real-cluster (race detector on), fuzz seeds, release and krew install
+node: controlplane ## the test node's Debian packages (containerd, runc, CNI plugins), installed if missing (needs root then)
+	hack/node-packages.sh
+
+test: build controlplane node tools ## every test: unit, real-cluster (race detector on), fuzz seeds, release and krew install
 	go vet ./...
 	go vet -tags ql3crash ./internal/crashpoint/
 	go test -race -count=1 -timeout 20m $(TEST_FLAGS) ./...

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager,
-# kubectl) from the Go module proxy into bin/controlplane, unless the binaries
-# there were built from the same pinned modules and Go version.
+# kubectl) and the test node's kubelet and kube-scheduler from the Go module
+# proxy into bin/controlplane, unless the binaries there were built from the
+# same pinned modules and Go version. The node's Debian packages (containerd,
+# runc, CNI plugins) are hack/node-packages.sh's.
 # Usage: hack/controlplane.sh [OUTDIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,8 +12,10 @@ src=$root/testdata/controlplane
 kube_version=v1.37.2
 
 stamp=$( { go version; cat "$src/kube/go.mod" "$src/kube/go.sum" "$src/etcd/go.mod" "$src/etcd/go.sum" "$src/etcd/main.go"; } | sha256sum | cut -c1-64)
-if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ] &&
-   [ -x "$out/etcd" ] && [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kubectl" ]; then
+kube_cmds="kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler"
+built=yes
+for b in etcd $kube_cmds; do [ -x "$out/$b" ] || built=no; done
+if [ "$built" = yes ] && [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   exit 0
 fi
 
@@ -24,8 +28,9 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld="$ld -X $p.gitVersion=$kube_version -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
 done
 export GOFLAGS=-mod=readonly
-(cd "$src/kube" && go build -trimpath -ldflags "$ld" -o "$out/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl)
+pkgs=; for b in $kube_cmds; do pkgs="$pkgs k8s.io/kubernetes/cmd/$b"; done
+# shellcheck disable=SC2086 # one package path per word
+(cd "$src/kube" && go build -trimpath -ldflags "$ld" -o "$out/" $pkgs)
 (cd "$src/etcd" && go build -trimpath -ldflags "-s -w" -o "$out/etcd" .)
 echo "$stamp" > "$out/.stamp"
 "$out/kube-apiserver" --version >&2
