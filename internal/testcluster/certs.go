@@ -50,6 +50,16 @@ func newAuthority() (*authority, error) {
 // issue signs a leaf certificate. A client certificate's CN is the user name
 // and its O entries are the groups, as kube-apiserver reads them.
 func (a *authority) issue(cn string, orgs []string, server bool) (certPEM, keyPEM []byte, err error) {
+	var ips []net.IP
+	if server {
+		ips = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	return a.issueFor(cn, orgs, server, ips...)
+}
+
+// issueFor is issue with the serving certificate's IP addresses given
+// (localhost is always its DNS name).
+func (a *authority) issueFor(cn string, orgs []string, server bool, ips ...net.IP) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -64,7 +74,7 @@ func (a *authority) issue(cn string, orgs []string, server bool) (certPEM, keyPE
 	}
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+		tmpl.IPAddresses = ips
 		tmpl.DNSNames = []string{"localhost"}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)

@@ -43,6 +43,11 @@ type Options struct {
 	AuditLog bool
 	// ServiceCIDR overrides the Service cluster IP range (default 10.96.0.0/16).
 	ServiceCIDR string
+	// Node also starts a node on this machine — containerd, kube-scheduler
+	// and a kubelet — so pods run (it implies ControllerManager). It needs
+	// root and what `make controlplane` and hack/node-packages.sh install;
+	// the images it offers are nodeimage's local tags.
+	Node bool
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
@@ -61,6 +66,7 @@ type ControlPlane struct {
 	procs    []*proc // in start order
 	admin    *rest.Config
 	nsSerial int
+	node     *node // when Options.Node
 }
 
 type proc struct {
@@ -103,6 +109,12 @@ func Start(opts Options) (*ControlPlane, error) {
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			return nil, fmt.Errorf("control plane binary %s missing in %s: run `make controlplane` (or `make test`, which builds it)", b, bin)
+		}
+	}
+	if opts.Node {
+		opts.ControllerManager = true
+		if err := nodePrereqs(bin); err != nil {
+			return nil, err
 		}
 	}
 	dir, err := os.MkdirTemp("", "ql3-controlplane-")
@@ -160,7 +172,12 @@ func (cp *ControlPlane) start() error {
 		return err
 	}
 	if cp.opts.ControllerManager {
-		return cp.startControllerManager()
+		if err := cp.startControllerManager(); err != nil {
+			return err
+		}
+	}
+	if cp.opts.Node {
+		return cp.startNode()
 	}
 	return nil
 }
@@ -226,6 +243,13 @@ func (cp *ControlPlane) startAPIServer() error {
 			// ServiceAccount, and the admission plugin would reject pods.
 			args = append(args, "--disable-admission-plugins=ServiceAccount")
 		}
+		if cp.opts.Node {
+			kubelet, err := cp.kubeletClientArgs()
+			if err != nil {
+				return err
+			}
+			args = append(args, kubelet...)
+		}
 		if cp.opts.AuditLog {
 			policy := cp.path("audit-policy.yaml")
 			if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
@@ -282,6 +306,13 @@ func (cp *ControlPlane) startControllerManager() error {
 	if err != nil {
 		return err
 	}
+	// Only what tests need: workloads converge, namespaces delete; with a
+	// node, the node lifecycle controller lifts the not-ready taint the
+	// kubelet registers it with.
+	controllers := "deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,job-controller,cronjob-controller,disruption-controller,namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,endpointslice-controller"
+	if cp.opts.Node {
+		controllers += ",node-lifecycle-controller"
+	}
 	p, err := cp.run("kube-controller-manager", filepath.Join(cp.BinDir, "kube-controller-manager"),
 		"--kubeconfig="+kc,
 		"--authentication-kubeconfig="+kc,
@@ -291,8 +322,7 @@ func (cp *ControlPlane) startControllerManager() error {
 		"--service-account-private-key-file="+cp.path("pki", "sa.key"),
 		"--root-ca-file="+cp.path("pki", "ca.crt"),
 		"--use-service-account-credentials=false",
-		// Only what tests need: workloads converge, namespaces delete.
-		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,job-controller,cronjob-controller,disruption-controller,namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,endpointslice-controller",
+		"--controllers="+controllers,
 		"--concurrent-deployment-syncs=10",
 		"--v=0",
 	)
@@ -442,6 +472,7 @@ func (cp *ControlPlane) Stop(keepLogs bool) {
 	if cp == nil {
 		return
 	}
+	cp.stopNode()
 	for {
 		cp.mu.Lock()
 		n := len(cp.procs)
