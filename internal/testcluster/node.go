@@ -37,6 +37,7 @@ type node struct {
 	subnet     string // the pods' addresses
 	cgroupRoot string // the kubelet's --cgroup-root
 	sysctls    map[string]string
+	images     *nodeimage.Archive
 	// ReadyAfter is how long the Node took to report Ready after the
 	// kubelet started.
 	readyAfter time.Duration
@@ -61,6 +62,15 @@ func (cp *ControlPlane) NodeReadyAfter() time.Duration {
 		return 0
 	}
 	return cp.node.readyAfter
+}
+
+// Image is ref (one of nodeimage's tags) pinned by the digest the node
+// imported it with: tag@sha256:…, as a locked release must name images.
+func (cp *ControlPlane) Image(ref string) string {
+	if cp.node == nil {
+		return ""
+	}
+	return cp.node.images.Pinned(ref)
 }
 
 func newNode(dir string) (*node, error) {
@@ -137,8 +147,7 @@ func (cp *ControlPlane) startContainerd() error {
 	if err != nil {
 		return err
 	}
-	archive, err := nodeimage.Build(n.path("images"))
-	if err != nil {
+	if n.images, err = nodeimage.Build(n.path("images")); err != nil {
 		return err
 	}
 	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true,
@@ -158,7 +167,7 @@ func (cp *ControlPlane) startContainerd() error {
 	if err != nil {
 		return fmt.Errorf("containerd: %w", err)
 	}
-	out, err := exec.Command("ctr", "--address", n.sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput()
+	out, err := exec.Command("ctr", "--address", n.sock, "-n", "k8s.io", "images", "import", n.images.Path).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ctr images import: %v\n%s", err, out)
 	}

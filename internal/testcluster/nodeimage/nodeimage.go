@@ -1,8 +1,9 @@
 // Package nodeimage builds the test node's images from Go programs in this
 // repository — the pod sandbox (pause) and a small workload — and writes
-// them as one docker-archive tarball that `ctr images import` reads. No
-// registry is reachable from the test machines: pods run these local tags
-// with imagePullPolicy Never or IfNotPresent, and nothing is ever pulled.
+// them as one OCI image layout archive that `ctr images import` reads. No
+// registry is reachable from the test machines: pods run these local images
+// (by tag, or pinned by digest: Archive.Pinned) with imagePullPolicy Never or
+// IfNotPresent, and nothing is ever pulled.
 package nodeimage
 
 import (
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -42,8 +44,8 @@ var images = []image{
 }
 
 // Build compiles the programs statically into dir (the Go build cache keeps
-// a rebuild cheap) and writes dir/images.tar, whose path it returns.
-func Build(dir string) (string, error) {
+// a rebuild cheap) and writes dir/images.tar.
+func Build(dir string) (*Archive, error) {
 	layers := map[string][]byte{}
 	for _, im := range images {
 		if layers[im.program] != nil {
@@ -53,16 +55,15 @@ func Build(dir string) (string, error) {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkgPath+im.program)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("build %s: %v\n%s", im.program, err, out)
+			return nil, fmt.Errorf("build %s: %v\n%s", im.program, err, out)
 		}
 		layer, err := layerTar(bin, im.program)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		layers[im.program] = layer
 	}
-	out := filepath.Join(dir, "images.tar")
-	return out, writeArchive(out, layers)
+	return writeArchive(filepath.Join(dir, "images.tar"), layers)
 }
 
 // layerTar is an uncompressed layer: /tmp and the binary as /<name>.
@@ -89,59 +90,109 @@ func layerTar(bin, name string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-type manifestEntry struct {
-	Config   string
-	RepoTags []string
-	Layers   []string
+// Archive is the written OCI image layout archive and the manifest digest
+// of each tag, for references pinned by digest (tag@sha256:…).
+type Archive struct {
+	Path    string
+	Digests map[string]string
 }
 
-// writeArchive writes the docker-archive: manifest.json, one config per
-// tag, one layer per program.
-func writeArchive(path string, layers map[string][]byte) error {
+// Pinned is ref pinned by its digest in a.
+func (a *Archive) Pinned(ref string) string { return ref + "@" + a.Digests[ref] }
+
+type descriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int               `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// blobs are an archive's content-addressed files, written once each.
+type blobs struct {
+	tw      *tar.Writer
+	written map[string]bool
+}
+
+func (b *blobs) add(mediaType string, body []byte) (descriptor, error) {
+	sum := sha256.Sum256(body)
+	d := descriptor{MediaType: mediaType, Digest: "sha256:" + hex.EncodeToString(sum[:]), Size: len(body)}
+	if b.written[d.Digest] {
+		return d, nil
+	}
+	b.written[d.Digest] = true
+	return d, addFile(b.tw, "blobs/sha256/"+hex.EncodeToString(sum[:]), body)
+}
+
+// writeArchive writes the OCI image layout as a tar: oci-layout,
+// index.json naming each image (io.containerd.image.name, which ctr import
+// reads), and the blobs — one layer per program, a config and a manifest
+// per tag.
+func writeArchive(path string, layers map[string][]byte) (*Archive, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	tw := tar.NewWriter(f)
-	var manifest []manifestEntry
-	written := map[string]bool{}
+	b := &blobs{tw: tw, written: map[string]bool{}}
+	a := &Archive{Path: path, Digests: map[string]string{}}
+	var index []descriptor
 	for _, im := range images {
-		layer := layers[im.program]
-		layerSum := sha256.Sum256(layer)
-		layerName := hex.EncodeToString(layerSum[:]) + "/layer.tar"
-		if !written[layerName] {
-			if err := addFile(tw, layerName, layer); err != nil {
-				return err
-			}
-			written[layerName] = true
-		}
-		cfg, err := imageConfig(im, "sha256:"+hex.EncodeToString(layerSum[:]))
+		m, err := b.manifest(im, layers[im.program])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		cfgSum := sha256.Sum256(cfg)
-		cfgName := hex.EncodeToString(cfgSum[:]) + ".json"
-		if err := addFile(tw, cfgName, cfg); err != nil {
-			return err
+		// Named twice: by tag, and by repository@digest — containerd 1.6's
+		// CRI resolves a reference pinned by digest (tag@digest) by the
+		// latter name, which only a pull would otherwise create.
+		repo := im.ref[:strings.LastIndex(im.ref, ":")]
+		for _, name := range []string{im.ref, repo + "@" + m.Digest} {
+			named := m
+			named.Annotations = map[string]string{"io.containerd.image.name": name}
+			index = append(index, named)
 		}
-		manifest = append(manifest, manifestEntry{Config: cfgName, RepoTags: []string{im.ref}, Layers: []string{layerName}})
+		a.Digests[im.ref] = m.Digest
 	}
-	m, err := json.Marshal(manifest)
+	idx, err := json.Marshal(map[string]any{"schemaVersion": 2, "manifests": index})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := addFile(tw, "manifest.json", m); err != nil {
-		return err
+	if err := addFile(tw, "oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return nil, err
+	}
+	if err := addFile(tw, "index.json", idx); err != nil {
+		return nil, err
 	}
 	if err := tw.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	return f.Close()
+	return a, f.Close()
 }
 
-// imageConfig is the image's configuration (OCI image config, as Docker
-// writes it): the binary is the entrypoint.
+// manifest writes im's layer, config and manifest and describes the latter.
+func (b *blobs) manifest(im image, layer []byte) (descriptor, error) {
+	l, err := b.add("application/vnd.oci.image.layer.v1.tar", layer)
+	if err != nil {
+		return descriptor{}, err
+	}
+	cfg, err := imageConfig(im, l.Digest)
+	if err != nil {
+		return descriptor{}, err
+	}
+	c, err := b.add("application/vnd.oci.image.config.v1+json", cfg)
+	if err != nil {
+		return descriptor{}, err
+	}
+	m, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": c, "layers": []descriptor{l}})
+	if err != nil {
+		return descriptor{}, err
+	}
+	return b.add("application/vnd.oci.image.manifest.v1+json", m)
+}
+
+// imageConfig is the image's OCI configuration: the binary is the
+// entrypoint.
 func imageConfig(im image, diffID string) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH,
