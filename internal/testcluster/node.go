@@ -38,6 +38,7 @@ type node struct {
 	cgroupRoot string // the kubelet's --cgroup-root
 	sysctls    map[string]string
 	images     *nodeimage.Archive
+	unlock     func() // releases the machine's test-node lock
 	// ReadyAfter is how long the Node took to report Ready after the
 	// kubelet started.
 	readyAfter time.Duration
@@ -117,6 +118,9 @@ func (cp *ControlPlane) kubeletClientArgs() ([]string, error) {
 func (cp *ControlPlane) startNode() error {
 	n, err := newNode(cp.path("node"))
 	if err != nil {
+		return err
+	}
+	if n.unlock, err = lockHost(); err != nil {
 		return err
 	}
 	cp.node = n

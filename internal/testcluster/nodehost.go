@@ -151,6 +151,7 @@ func (n *node) cleanHost() {
 		_ = os.Remove(d)
 	}
 	restoreSysctls(n.sysctls)
+	n.unlock()
 }
 
 func splitLines(s string) []string {

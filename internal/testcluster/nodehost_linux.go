@@ -55,3 +55,26 @@ func unmountUnder(dir string) {
 		_ = syscall.Unmount(m, syscall.MNT_DETACH)
 	}
 }
+
+// hostLockPath serialises test nodes on one machine (two test packages
+// run at once under go test ./...): the sysctls the kubelet changes and
+// the fixed directories containerd 1.6 uses are the machine's, so one
+// node's restore must not undo another's start.
+const hostLockPath = "/run/lock/ql3-test-node.lock"
+
+// lockHost waits until no other test node runs here and holds the lock
+// until unlock; the kernel drops it if the process dies.
+func lockHost() (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(hostLockPath), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(hostLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", hostLockPath, err)
+	}
+	return func() { f.Close() }, nil
+}
