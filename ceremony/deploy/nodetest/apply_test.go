@@ -1,7 +1,8 @@
 // Package nodetest proves the Head ceremony on running pods (#25 §2c): on
 // the test cluster's node, apply returns only once the release's
 // Deployment is Available with real pods, and an upgrade to another
-// locally built image returns only once the new image's pods are Ready.
+// locally built image returns only once the new image's pods are Ready, and
+// a rollback only once the previous image runs again.
 package nodetest
 
 import (
@@ -171,7 +172,8 @@ func readyPods(t *testing.T, ns, image string) (ready, other int) {
 
 // apply returns only when the release runs: after install, 2 pods of the
 // first image are Ready; after the upgrade, 2 of the second and none of the
-// first is left running — read once, right after apply returned.
+// first is left running; after the rollback, 2 of the first again — each
+// read once, right after apply returned.
 func TestApplyWaitsForRunningPods(t *testing.T) {
 	ns := cp.Namespace(t)
 	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
@@ -181,7 +183,8 @@ func TestApplyWaitsForRunningPods(t *testing.T) {
 	o := deploy.Options{Cluster: cl, FS: filesys.MakeFsOnDisk(), ToolVersion: toolVersion,
 		Timeout: 2 * time.Minute, ReceiptsDir: t.TempDir(), Progress: logWriter{t}}
 
-	took := deployRelease(t, o, web(t, ns, "1.0.0", cp.Image(nodeimage.Workload)), deploy.TransitionInstall, deploy.ExpectedHead{})
+	v1 := web(t, ns, "1.0.0", cp.Image(nodeimage.Workload))
+	took := deployRelease(t, o, v1, deploy.TransitionInstall, deploy.ExpectedHead{})
 	if ready, other := readyPods(t, ns, cp.Image(nodeimage.Workload)); ready != 2 || other != 0 {
 		t.Fatalf("install returned with %d Ready pods of %s and %d of another image, want 2 and 0", ready, nodeimage.Workload, other)
 	}
@@ -196,4 +199,13 @@ func TestApplyWaitsForRunningPods(t *testing.T) {
 		t.Fatalf("upgrade returned with %d Ready pods of %s and %d of the old image, want 2 and 0", ready, nodeimage.Workload2, other)
 	}
 	t.Logf("upgrade: apply returned with 2/2 pods of the new image Ready after %s", took)
+
+	if h, err = deploy.ReadHead(context.Background(), cl, ns); err != nil {
+		t.Fatal(err)
+	}
+	took = deployRelease(t, o, v1, deploy.TransitionRollback, h.Expected())
+	if ready, other := readyPods(t, ns, cp.Image(nodeimage.Workload)); ready != 2 || other != 0 {
+		t.Fatalf("rollback returned with %d Ready pods of %s and %d of the rolled-back image, want 2 and 0", ready, nodeimage.Workload, other)
+	}
+	t.Logf("rollback: apply returned with 2/2 pods of the previous image Ready after %s", took)
 }
