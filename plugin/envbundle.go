@@ -10,7 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -298,7 +298,7 @@ func (t *envBundleTarget) options(errOut io.Writer) (envbundle.Options, error) {
 		return envbundle.Options{}, err
 	}
 	return envbundle.Options{
-		Namespace: ns, Name: t.name, Secrets: cs.CoreV1().Secrets(ns), Review: cas.NewReview(cas.NewReviewer(cs)), Hint: envBundleRBACHint,
+		Namespace: ns, Name: t.name, Secrets: cs.CoreV1().Secrets(ns), Review: access.NewReview(access.NewReviewer(cs)), Hint: envBundleRBACHint,
 		Say: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
 	}, nil
 }

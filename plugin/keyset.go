@@ -14,7 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/keyset"
 	"github.com/qinglong/kubectl-ql3/ceremony/keyset/jwkset"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -465,7 +465,7 @@ func (o *keysetPublishOptions) Run(ctx context.Context) error {
 		return err
 	}
 	res, err := keyset.Publish(ctx, keyset.Options{
-		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Review: cas.NewReview(cas.NewReviewer(cs)), Hint: keysetRBACHint,
+		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Review: access.NewReview(access.NewReviewer(cs)), Hint: keysetRBACHint,
 		Say: func(format string, args ...any) { fmt.Fprintf(o.streams.ErrOut, format+"\n", args...) },
 	}, req)
 	if err != nil {

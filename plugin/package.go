@@ -14,7 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/pointer"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout"
@@ -263,7 +263,7 @@ func pointerOptions(flags *genericclioptions.ConfigFlags, ns string, v intent.St
 		return pointer.Options{}, err
 	}
 	return pointer.Options{
-		ConfigMaps: cs.CoreV1().ConfigMaps(ns), Namespaces: cs.CoreV1().Namespaces(), Review: cas.NewReview(cas.NewReviewer(cs)),
+		ConfigMaps: cs.CoreV1().ConfigMaps(ns), Namespaces: cs.CoreV1().Namespaces(), Review: access.NewReview(access.NewReviewer(cs)),
 		Verifier: v, Hint: packageRBACHint, Settle: settle,
 		Say: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
 	}, nil

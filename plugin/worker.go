@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker"
@@ -105,7 +106,7 @@ func (t *workerTarget) options(ns string) (worker.Options, *kubernetes.Clientset
 		ClusterIdentity: func(ctx context.Context) (string, error) {
 			return deploy.ReadClusterIdentity(ctx, deploy.NewIdentityReader(cs))
 		},
-		Review: cas.NewReview(cas.NewReviewer(cs)), Hint: workerRBACHint,
+		Review: access.NewReview(access.NewReviewer(cs)), Hint: workerRBACHint,
 		Say:   func(format string, args ...any) { fmt.Fprintf(t.streams.ErrOut, format+"\n", args...) },
 		Crash: crashpoint.At,
 	}, cs, nil

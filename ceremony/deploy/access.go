@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
@@ -41,9 +42,6 @@ import (
 // the release's Roles and bindings: preflight dry-runs every object anyway,
 // and apply does it here, since permissions can change between the two.
 
-// access is one permission (cas.Access).
-type access = cas.Access
-
 // rbacDryRun asks checkAccess to dry-run the release's Roles and bindings
 // with this field manager.
 type rbacDryRun struct {
@@ -60,7 +58,7 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 	if err != nil {
 		return err
 	}
-	c := &accessCheck{o: o, cache: cas.NewFastReview(o.Cluster), dry: dry}
+	c := &accessCheck{o: o, cache: access.NewFastReview(o.Cluster), dry: dry}
 	var g errgroup.Group
 	g.SetLimit(max(o.Parallelism, 1))
 	for _, a := range headNeeds(ns, headExists) {
@@ -79,7 +77,7 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 		for _, a := range c.missing {
 			s = append(s, a.String())
 		}
-		return cas.MissingError(append(s, c.refused...), "`kubectl ql3 rbac DIR` prints the least privilege")
+		return access.MissingError(append(s, c.refused...), "`kubectl ql3 rbac DIR` prints the least privilege")
 	}
 	o.say("access: every permission the apply needs is held (%d objects)", len(list))
 	return nil
@@ -87,13 +85,13 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 
 // headNeeds are the permissions on the Head in control namespace ns: get
 // and update, and create when it does not exist yet.
-func headNeeds(ns string, headExists bool) []access {
-	needs := []access{
+func headNeeds(ns string, headExists bool) []access.Access {
+	needs := []access.Access{
 		{Verb: "get", Resource: "configmaps", Namespace: ns, Name: HeadName},
 		{Verb: "update", Resource: "configmaps", Namespace: ns, Name: HeadName},
 	}
 	if !headExists {
-		needs = append(needs, access{Verb: "create", Resource: "configmaps", Namespace: ns})
+		needs = append(needs, access.Access{Verb: "create", Resource: "configmaps", Namespace: ns})
 	}
 	return needs
 }
@@ -139,16 +137,16 @@ func (o *Options) accessObjects(objs []*unstructured.Unstructured) ([]accessObje
 // API server did not answer.
 type accessCheck struct {
 	o     *Options
-	cache *cas.Review
+	cache *access.Review
 	dry   *rbacDryRun
 
 	mu       sync.Mutex
-	missing  []access
+	missing  []access.Access
 	refused  []string // RBAC objects whose dry-run was forbidden
 	firstErr error
 }
 
-func (c *accessCheck) note(a access, allowed bool, err error) {
+func (c *accessCheck) note(a access.Access, allowed bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -159,7 +157,7 @@ func (c *accessCheck) note(a access, allowed bool, err error) {
 	}
 }
 
-func (c *accessCheck) review(ctx context.Context, a access) bool {
+func (c *accessCheck) review(ctx context.Context, a access.Access) bool {
 	allowed, err := c.cache.Allowed(ctx, a)
 	c.note(a, allowed, err)
 	return err == nil && allowed
@@ -173,8 +171,8 @@ func (c *accessCheck) object(ctx context.Context, ob accessObject) {
 	if ob.namespaced {
 		objNS = ob.u.GetNamespace()
 	}
-	at := func(verb string) access {
-		return access{Verb: verb, Group: ob.group, Resource: ob.resource, Namespace: objNS, Name: ob.u.GetName()}
+	at := func(verb string) access.Access {
+		return access.Access{Verb: verb, Group: ob.group, Resource: ob.resource, Namespace: objNS, Name: ob.u.GetName()}
 	}
 	canGet := c.review(ctx, at("get"))
 	c.review(ctx, at("patch"))
@@ -196,7 +194,7 @@ func (c *accessCheck) object(ctx context.Context, ob accessObject) {
 // checkCreate notes create as missing unless the object exists already (read
 // only when the caller may get it and its kind is served). It returns
 // false when the read failed in a way that ends this object's review.
-func (c *accessCheck) checkCreate(ctx context.Context, ob accessObject, canGet bool, get, create access) bool {
+func (c *accessCheck) checkCreate(ctx context.Context, ob accessObject, canGet bool, get, create access.Access) bool {
 	exists := false
 	if canGet && ob.served {
 		_, err := c.o.Cluster.Get(ctx, identityOf(ob.u))

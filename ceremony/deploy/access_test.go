@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
@@ -123,7 +123,7 @@ type wrapped struct{ deploy.Cluster }
 // are forbidden: the access check fails closed, nothing is written.
 type unreviewable struct{ deploy.Cluster }
 
-func (unreviewable) CanI(context.Context, cas.Access) (bool, error) {
+func (unreviewable) CanI(context.Context, access.Access) (bool, error) {
 	return false, apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}, "", errors.New("reviews withdrawn by the test"))
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
@@ -27,7 +28,7 @@ type Cluster interface {
 	IdentityReader
 	// Reviewer answers permission reviews: a required capability, so that
 	// the access check can never be skipped by wrapping a cluster.
-	cas.Reviewer
+	access.Reviewer
 	// Heads is the exact-object client of ConfigMaps in the control
 	// namespace ns, through which the Head is read and written (cas).
 	Heads(ns string) cas.Client[*corev1.ConfigMap]
@@ -49,7 +50,7 @@ type Cluster interface {
 }
 
 type kubeCluster struct {
-	cas.Reviewer
+	access.Reviewer
 	cs     kubernetes.Interface
 	dyn    dynamic.Interface
 	mapper meta.ResettableRESTMapper
@@ -70,7 +71,7 @@ func NewKubeCluster(cfg *rest.Config) (Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kubeCluster{Reviewer: cas.NewReviewer(cs), cs: cs, dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &kubeCluster{Reviewer: access.NewReviewer(cs), cs: cs, dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
 }
 
 func (k *kubeCluster) KubeSystemUID(ctx context.Context) (string, error) {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -26,11 +26,11 @@ const RBACPrefix = "kubectl-ql3-deployer"
 // controlNS: RBACPrefix + ":" + controlNS. A release is its control
 // namespace (one Head there), so two releases' roles never share a name,
 // and a newer print of the same release replaces its own. The bindings are
-// named by cas.BindingName (role name and subject).
+// named by access.BindingName (role name and subject).
 func RBACRoleName(controlNS string) string { return RBACPrefix + ":" + controlNS }
 
 // RBACSubject optionally binds the roles to a user or group.
-type RBACSubject = cas.Subject
+type RBACSubject = access.Subject
 
 // RBAC returns the least privilege for running the ceremony on a release:
 // get, create and update of the Head ConfigMap in the control namespace
@@ -69,7 +69,7 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 			ObjectMeta: metav1.ObjectMeta{Name: roleName, Namespace: ns},
 			Rules:      r,
 		})
-		if b := cas.Binding(subj, roleName, ns, nil); b != nil {
+		if b := access.Binding(subj, roleName, ns, nil); b != nil {
 			out = append(out, b)
 		}
 	}
@@ -80,7 +80,7 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
 		}, rbacRules(g.cluster, g.extra[""])...),
 	})
-	if b := cas.Binding(subj, roleName, "", nil); b != nil {
+	if b := access.Binding(subj, roleName, "", nil); b != nil {
 		out = append(out, b)
 	}
 	return out, nil

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
@@ -262,7 +263,7 @@ func (o *Options) checkDeleteAccess(ctx context.Context, ids []inventory.Identit
 	if len(ids) == 0 {
 		return nil
 	}
-	review := cas.NewReview(o.Cluster)
+	review := access.NewReview(o.Cluster)
 	var missing []string
 	for _, id := range ids {
 		gv, _ := schema.ParseGroupVersion(id.APIVersion)
@@ -278,7 +279,7 @@ func (o *Options) checkDeleteAccess(ctx context.Context, ids []inventory.Identit
 			ns = id.Namespace
 		}
 		for _, verb := range []string{"get", "delete"} {
-			a := cas.Access{Verb: verb, Group: m.Resource.Group, Resource: m.Resource.Resource, Namespace: ns, Name: id.Name}
+			a := access.Access{Verb: verb, Group: m.Resource.Group, Resource: m.Resource.Resource, Namespace: ns, Name: id.Name}
 			ok, err := review.Allowed(ctx, a)
 			if err != nil {
 				return cas.Classify(cas.OpRead, "access check", err)
@@ -288,7 +289,7 @@ func (o *Options) checkDeleteAccess(ctx context.Context, ids []inventory.Identit
 			}
 		}
 	}
-	if err := cas.MissingError(missing, "`kubectl ql3 rbac DIR --retire-from DIR_OLD` prints the least privilege of a retire"); err != nil {
+	if err := access.MissingError(missing, "`kubectl ql3 rbac DIR --retire-from DIR_OLD` prints the least privilege of a retire"); err != nil {
 		return err
 	}
 	o.say("access: get and delete held on each of the %d retired object(s)", len(ids))

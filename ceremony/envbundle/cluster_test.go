@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
@@ -38,7 +38,7 @@ func publisher(t *testing.T, cfg *rest.Config, ns string) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Options{Namespace: ns, Name: bundleName, Secrets: cs.CoreV1().Secrets(ns), Review: cas.NewReview(cas.NewReviewer(cs)),
+	return Options{Namespace: ns, Name: bundleName, Secrets: cs.CoreV1().Secrets(ns), Review: access.NewReview(access.NewReviewer(cs)),
 		Hint: "`kubectl ql3 env-bundle rbac` prints the least privilege", Say: t.Logf}
 }
 
@@ -284,7 +284,7 @@ func TestLeastPrivilege(t *testing.T) {
 		ns := cp.Namespace(t)
 		grant(t, ns, "least", "")
 		o := publisher(t, cp.User(t, "least"), ns)
-		if err := cas.Require(context.Background(), o.Review, Needs(ns, bundleName), "x"); err != nil {
+		if err := access.Require(context.Background(), o.Review, Needs(ns, bundleName), "x"); err != nil {
 			t.Fatalf("the printed Role does not grant Needs: %v", err)
 		}
 		r1 := mustPublish(t, o, b1, "")

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -18,8 +19,8 @@ type Options struct {
 	Namespace, Name string
 	// Secrets is the Secret client of Namespace (cs.CoreV1().Secrets(ns)).
 	Secrets cas.Client[*corev1.Secret]
-	// Review answers the permission review (cas.NewReview); publish only.
-	Review *cas.Review
+	// Review answers the permission review (access.NewReview); publish only.
+	Review *access.Review
 	// Hint ends a missing-permission error (where the least privilege is
 	// printed).
 	Hint string
@@ -57,8 +58,8 @@ type Result struct {
 
 func (o *Options) what() string { return "environment bundle Secret " + o.Namespace + "/" + o.Name }
 
-func (o *Options) access(verb, name string) cas.Access {
-	return cas.Access{Verb: verb, Resource: "secrets", Namespace: o.Namespace, Name: name}
+func (o *Options) access(verb, name string) access.Access {
+	return access.Access{Verb: verb, Resource: "secrets", Namespace: o.Namespace, Name: name}
 }
 
 // Publish writes b as the bundle Secret (docs/env-bundle.md, "Publishing"):
@@ -72,7 +73,7 @@ func (o *Options) access(verb, name string) cas.Access {
 // anyone), every lost answer settled by reading the Secret back.
 func Publish(ctx context.Context, o Options, b *envcarrier.Bundle, expected string) (*Result, error) {
 	what := o.what()
-	if err := cas.Require(ctx, o.Review, []cas.Access{o.access("get", o.Name)}, o.Hint); err != nil {
+	if err := access.Require(ctx, o.Review, []access.Access{o.access("get", o.Name)}, o.Hint); err != nil {
 		return nil, err
 	}
 	cur, present, err := cas.Read(ctx, o.Secrets, o.Name, what)
@@ -109,7 +110,7 @@ func Publish(ctx context.Context, o Options, b *envcarrier.Bundle, expected stri
 	if present {
 		write = o.access("update", o.Name)
 	}
-	if err := cas.Require(ctx, o.Review, []cas.Access{write}, o.Hint); err != nil {
+	if err := access.Require(ctx, o.Review, []access.Access{write}, o.Hint); err != nil {
 		return nil, err
 	}
 	w := cas.Write[*corev1.Secret]{

@@ -7,13 +7,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
 // RolePrefix starts the name of the publisher's Role of one bundle:
 // RolePrefix + the bundle Secret's name. Its RoleBinding's name adds the
-// subject's hash (cas.BindingName).
+// subject's hash (access.BindingName).
 const RolePrefix = "ql3-env-bundle-"
 
 // AnnotationNote explains, on the printed Role, what RBAC cannot limit.
@@ -25,8 +25,8 @@ const CreateNote = "create on secrets cannot be limited by name (a create reques
 // Needs lists every permission publish of name in ns may use: get and
 // update on that Secret, create on Secrets (the first publish). Inspect
 // needs only the get.
-func Needs(ns, name string) []cas.Access {
-	return []cas.Access{
+func Needs(ns, name string) []access.Access {
+	return []access.Access{
 		{Verb: "get", Resource: "secrets", Namespace: ns, Name: name},
 		{Verb: "update", Resource: "secrets", Namespace: ns, Name: name},
 		{Verb: "create", Resource: "secrets", Namespace: ns},
@@ -34,16 +34,16 @@ func Needs(ns, name string) []cas.Access {
 }
 
 // Subject is whom RBAC binds the Role to (both empty: no binding).
-type Subject = cas.Subject
+type Subject = access.Subject
 
 // RoleName is the name of the Role of bundle name; invalid when too long
-// for its binding's name (cas.MaxRoleName).
+// for its binding's name (access.MaxRoleName).
 func RoleName(name string) (string, error) {
 	r := RolePrefix + name
 	if errs := validation.IsDNS1123Subdomain(r); len(errs) > 0 {
 		return "", fail.Errorf(fail.Invalid, "--name %q: the Role name %q is not valid: %s", name, r, errs[0])
 	}
-	if err := cas.CheckRoleName(fmt.Sprintf("--name %q", name), r); err != nil {
+	if err := access.CheckRoleName(fmt.Sprintf("--name %q", name), r); err != nil {
 		return "", err
 	}
 	return r, nil
@@ -67,7 +67,7 @@ func RBAC(ns, name string, sub Subject) ([]any, error) {
 		},
 	}
 	out := []any{role}
-	if b := cas.Binding(sub, rn, ns, labels); b != nil {
+	if b := access.Binding(sub, rn, ns, labels); b != nil {
 		out = append(out, b)
 	}
 	return out, nil

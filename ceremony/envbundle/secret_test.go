@@ -9,7 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
@@ -184,13 +184,13 @@ func TestRBAC(t *testing.T) {
 	if objs, _ := RBAC("ns", "task-env", Subject{}); len(objs) != 1 {
 		t.Fatal("a binding without a subject")
 	}
-	if rb.Name != cas.BindingName(role.Name, rb.Subjects) {
+	if rb.Name != access.BindingName(role.Name, rb.Subjects) {
 		t.Fatalf("binding name %q: not the role's plus the subjects' hash", rb.Name)
 	}
 	// The longest bundle name whose Role leaves room for its binding's name.
-	longest := cas.MaxRoleName - len(RolePrefix)
+	longest := access.MaxRoleName - len(RolePrefix)
 	if _, err := RBAC("ns", strings.Repeat("a", longest), Subject{User: "u"}); err != nil {
-		t.Fatalf("a Role name of %d characters: %v", cas.MaxRoleName, err)
+		t.Fatalf("a Role name of %d characters: %v", access.MaxRoleName, err)
 	}
 	if _, err := RBAC("ns", strings.Repeat("a", longest+1), Subject{}); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "--name") {
 		t.Fatalf("a Role name too long for its binding's: %v", err)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
@@ -18,8 +19,8 @@ type Options struct {
 	Namespace string
 	// Secrets is the Secret client of Namespace (cs.CoreV1().Secrets(ns)).
 	Secrets cas.Client[*corev1.Secret]
-	// Review answers the permission review (cas.NewReview).
-	Review *cas.Review
+	// Review answers the permission review (access.NewReview).
+	Review *access.Review
 	// Hint ends a missing-permission error (where the least privilege is
 	// printed).
 	Hint string
@@ -79,8 +80,8 @@ func (o *Options) say(format string, args ...any) {
 	}
 }
 
-func (o *Options) access(verb, name string) cas.Access {
-	return cas.Access{Verb: verb, Resource: "secrets", Namespace: o.Namespace, Name: name}
+func (o *Options) access(verb, name string) access.Access {
+	return access.Access{Verb: verb, Resource: "secrets", Namespace: o.Namespace, Name: name}
 }
 
 // Publish publishes r.Next to o.Namespace (docs/keyset.md, "Publishing"):
@@ -92,7 +93,7 @@ func (o *Options) access(verb, name string) cas.Access {
 // replicas can observe that.
 func Publish(ctx context.Context, o Options, r Request) (*Result, error) {
 	ns := o.Namespace
-	if err := cas.Require(ctx, o.Review, []cas.Access{o.access("get", KeysetSecret), o.access("get", LedgerSecret)}, o.Hint); err != nil {
+	if err := access.Require(ctx, o.Review, []access.Access{o.access("get", KeysetSecret), o.access("get", LedgerSecret)}, o.Hint); err != nil {
 		return nil, err
 	}
 	ksWhat, lgWhat := "keyset Secret "+ns+"/"+KeysetSecret, "keyset ledger "+ns+"/"+LedgerSecret
@@ -130,14 +131,14 @@ func Publish(ctx context.Context, o Options, r Request) (*Result, error) {
 		res.NewlyRevoked = []string{}
 	}
 
-	var writes []cas.Access
+	var writes []access.Access
 	if plan.WriteLedger {
 		writes = append(writes, o.writeAccess(lgPresent, LedgerSecret))
 	}
 	if plan.WriteKeyset {
 		writes = append(writes, o.writeAccess(ksPresent, KeysetSecret))
 	}
-	if err := cas.Require(ctx, o.Review, writes, o.Hint); err != nil {
+	if err := access.Require(ctx, o.Review, writes, o.Hint); err != nil {
 		return nil, err
 	}
 
@@ -241,7 +242,7 @@ func action(present bool) Action {
 	return Created
 }
 
-func (o *Options) writeAccess(present bool, name string) cas.Access {
+func (o *Options) writeAccess(present bool, name string) access.Access {
 	if present {
 		return o.access("update", name)
 	}

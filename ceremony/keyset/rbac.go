@@ -4,12 +4,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 )
 
 // RoleName names the publisher's Role (one per namespace: it grants the
 // same to every publisher there); its RoleBinding's name adds the
-// subject's hash (cas.BindingName).
+// subject's hash (access.BindingName).
 const RoleName = "ql3-keyset-publisher"
 
 // AnnotationNote explains, on the printed Role, what RBAC cannot limit.
@@ -22,18 +22,18 @@ const CreateNote = "create on secrets cannot be limited by name (a create reques
 // the two Secrets by name, and create on Secrets (for the first publish).
 // Publish reviews the gets before reading and only the writes it will make
 // before writing.
-func Needs(ns string) []cas.Access {
-	var out []cas.Access
+func Needs(ns string) []access.Access {
+	var out []access.Access
 	for _, verb := range []string{"get", "update"} {
 		for _, name := range []string{LedgerSecret, KeysetSecret} {
-			out = append(out, cas.Access{Verb: verb, Resource: "secrets", Namespace: ns, Name: name})
+			out = append(out, access.Access{Verb: verb, Resource: "secrets", Namespace: ns, Name: name})
 		}
 	}
-	return append(out, cas.Access{Verb: "create", Resource: "secrets", Namespace: ns})
+	return append(out, access.Access{Verb: "create", Resource: "secrets", Namespace: ns})
 }
 
 // Subject is whom RBAC binds the Role to (both empty: no binding).
-type Subject = cas.Subject
+type Subject = access.Subject
 
 // RBAC is the least privilege of `keyset publish` in ns: a Role with get
 // and update on the ledger and keyset Secrets by name and create on
@@ -48,7 +48,7 @@ func RBAC(ns string, sub Subject) []any {
 		},
 	}
 	out := []any{role}
-	if b := cas.Binding(sub, RoleName, ns, map[string]string{LabelManagedBy: ManagedBy}); b != nil {
+	if b := access.Binding(sub, RoleName, ns, map[string]string{LabelManagedBy: ManagedBy}); b != nil {
 		out = append(out, b)
 	}
 	return out

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -99,7 +100,7 @@ func options(t *testing.T, cfg *rest.Config, ns, stageNS string) Options {
 			}
 			return canon.ClusterIdentity(string(n.UID)), nil
 		},
-		Key: key, Review: cas.NewReview(cas.NewReviewer(cs)), Hint: "`kubectl ql3 worker rbac` prints the least privilege",
+		Key: key, Review: access.NewReview(access.NewReviewer(cs)), Hint: "`kubectl ql3 worker rbac` prints the least privilege",
 		Say: t.Logf, SettleTimeout: 20 * time.Second,
 	}
 }

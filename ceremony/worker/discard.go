@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -70,7 +71,7 @@ func Discard(ctx context.Context, o Options, deliveryID string, abandon bool) (*
 	if res.Reason, err = o.discardReason(ctx, st, dep, gen, abandon); err != nil {
 		return nil, err
 	}
-	if err := cas.Require(ctx, o.Review, []cas.Access{{Verb: "delete", Resource: "secrets", Namespace: ns, Name: name}}, o.Hint); err != nil {
+	if err := access.Require(ctx, o.Review, []access.Access{{Verb: "delete", Resource: "secrets", Namespace: ns, Name: name}}, o.Hint); err != nil {
 		return nil, err
 	}
 	del := cas.Delete{

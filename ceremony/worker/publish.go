@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -136,7 +137,7 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	if len(o.Key) < delivery.MinKeyBytes {
 		return nil, fail.Errorf(fail.Invalid, "the token digest key is %d bytes, want at least %d", len(o.Key), delivery.MinKeyBytes)
 	}
-	if err := cas.Require(ctx, o.Review, []cas.Access{
+	if err := access.Require(ctx, o.Review, []access.Access{
 		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: o.Namespace, Name: dn},
 		{Verb: "get", Resource: "secrets", Namespace: o.Namespace, Name: delivery.SecretName},
 		{Verb: "get", Resource: "secrets", Namespace: o.stageNS(), Name: stage},
@@ -193,7 +194,7 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 		return nil, err
 	}
 	// 3. Permission for both writes before the first one.
-	if err := cas.Require(ctx, o.Review, []cas.Access{
+	if err := access.Require(ctx, o.Review, []access.Access{
 		{Verb: "update", Group: "apps", Resource: "deployments", Namespace: o.Namespace, Name: dn},
 		{Verb: "update", Resource: "secrets", Namespace: o.Namespace, Name: delivery.SecretName},
 		{Verb: "create", Resource: "secrets", Namespace: o.Namespace},

@@ -4,22 +4,22 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 )
 
 // RoleName names the Role in the stage namespace and the ClusterRole: they
 // grant the same to every Worker. The Role in the Worker's namespace names
 // its Deployment (DeploymentRoleName); bindings add the subject's hash
-// (cas.BindingName).
+// (access.BindingName).
 const RoleName = "ql3-worker-credential-publisher"
 
 // DeploymentRoleName names the Role in the Worker's namespace, whose rules
 // name the Deployment: RoleName + ":" + deployment. Invalid when too long
-// for its binding's name (cas.MaxRoleName).
+// for its binding's name (access.MaxRoleName).
 func DeploymentRoleName(deployment string) (string, error) {
 	n := RoleName + ":" + deployment
-	if err := cas.CheckRoleName("--deployment", n); err != nil {
+	if err := access.CheckRoleName("--deployment", n); err != nil {
 		return "", err
 	}
 	return n, nil
@@ -35,11 +35,11 @@ const (
 )
 
 // Subject is whom the bindings name (both empty: no bindings).
-type Subject = cas.Subject
+type Subject = access.Subject
 
 // Needs lists every permission stage, publish and discard-stage use.
-func Needs(ns, stageNS, deployment string) []cas.Access {
-	return []cas.Access{
+func Needs(ns, stageNS, deployment string) []access.Access {
+	return []access.Access{
 		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: ns, Name: deployment},
 		{Verb: "update", Group: "apps", Resource: "deployments", Namespace: ns, Name: deployment},
 		{Verb: "get", Resource: "secrets", Namespace: ns, Name: delivery.SecretName},
@@ -102,7 +102,7 @@ func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
 	}
 	out := []any{role, stage, cluster}
 	for _, r := range []struct{ name, ns string }{{depRole, ns}, {RoleName, stageNS}, {RoleName, ""}} { // the two Roles, then the ClusterRole
-		if b := cas.Binding(sub, r.name, r.ns, labels); b != nil {
+		if b := access.Binding(sub, r.name, r.ns, labels); b != nil {
 			out = append(out, b)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -135,7 +136,7 @@ func Stage(ctx context.Context, o Options, d *delivery.Delivery, tok []byte) (*S
 		return nil, err
 	}
 	ns, name, what := o.stageNS(), delivery.StageName(d.DeliveryID), o.stageWhat(d)
-	if err := cas.Require(ctx, o.Review, []cas.Access{
+	if err := access.Require(ctx, o.Review, []access.Access{
 		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: o.Namespace, Name: d.Target.Deployment},
 		{Verb: "get", Resource: "secrets", Namespace: ns, Name: name},
 		{Verb: "list", Resource: "secrets", Namespace: ns},

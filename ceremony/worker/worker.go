@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -77,8 +78,8 @@ type Options struct {
 	ClusterIdentity func(ctx context.Context) (string, error)
 	// Key keys the token digest (at least delivery.MinKeyBytes).
 	Key []byte
-	// Review answers the permission review (cas.NewReview).
-	Review *cas.Review
+	// Review answers the permission review (access.NewReview).
+	Review *access.Review
 	// Hint ends a missing-permission error.
 	Hint string
 	// Say reports progress (never a token); nil is quiet.

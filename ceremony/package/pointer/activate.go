@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -22,7 +23,7 @@ type Options struct {
 	// Namespaces reads the kube-system Namespace (the cluster identity).
 	Namespaces cas.Client[*corev1.Namespace]
 	// Review answers the permission review (activate only).
-	Review *cas.Review
+	Review *access.Review
 	// Verifier is the stage evidence port.
 	Verifier intent.StageVerifier
 	// Hint ends a missing-permission error (where the least privilege is
@@ -84,12 +85,12 @@ func what(nm intent.Naming, ns string) string {
 }
 
 // access is a permission on the pointer ConfigMap (name "" for create).
-func access(verb, ns, name string) cas.Access {
-	return cas.Access{Verb: verb, Resource: "configmaps", Namespace: ns, Name: name}
+func configMapAccess(verb, ns, name string) access.Access {
+	return access.Access{Verb: verb, Resource: "configmaps", Namespace: ns, Name: name}
 }
 
 // identityAccess is the read of the cluster identity.
-var identityAccess = cas.Access{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}
+var identityAccess = access.Access{Verb: "get", Resource: "namespaces", Name: metav1.NamespaceSystem}
 
 // ReadClusterIdentity is digest("cluster-identity", UID of kube-system).
 func ReadClusterIdentity(ctx context.Context, c cas.Client[*corev1.Namespace]) (string, error) {
@@ -147,7 +148,7 @@ func Activate(ctx context.Context, o Options, in intent.Intent) (*Result, error)
 	nm, _ := intent.NamingOf(in)
 	id, _ := intent.Digest(in)
 	ns, w := in.Namespace, what(nm, in.Namespace)
-	if err := cas.Require(ctx, o.Review, []cas.Access{identityAccess, access("get", ns, nm.Name)}, o.Hint); err != nil {
+	if err := access.Require(ctx, o.Review, []access.Access{identityAccess, configMapAccess("get", ns, nm.Name)}, o.Hint); err != nil {
 		return nil, err
 	}
 	if err := o.sameCluster(ctx, in); err != nil {
@@ -188,12 +189,12 @@ func Activate(ctx context.Context, o Options, in intent.Intent) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	write := access("create", ns, "")
+	write := configMapAccess("create", ns, "")
 	if present {
-		write = access("update", ns, nm.Name)
+		write = configMapAccess("update", ns, nm.Name)
 		desired.ResourceVersion = cur.ResourceVersion // the validated read's, and only that one
 	}
-	if err := cas.Require(ctx, o.Review, []cas.Access{write}, o.Hint); err != nil {
+	if err := access.Require(ctx, o.Review, []access.Access{write}, o.Hint); err != nil {
 		return nil, err
 	}
 	if o.beforeWrite != nil {

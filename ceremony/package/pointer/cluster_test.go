@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
@@ -93,7 +93,7 @@ func publisher(t *testing.T, cfg *rest.Config, ns string, v intent.StageVerifier
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Options{ConfigMaps: cs.CoreV1().ConfigMaps(ns), Namespaces: cs.CoreV1().Namespaces(), Review: cas.NewReview(cas.NewReviewer(cs)),
+	return Options{ConfigMaps: cs.CoreV1().ConfigMaps(ns), Namespaces: cs.CoreV1().Namespaces(), Review: access.NewReview(access.NewReviewer(cs)),
 		Verifier: v, Hint: "`kubectl ql3 package rbac` prints the least privilege", Settle: "`kubectl ql3 package inspect`", Say: t.Logf}, rec
 }
 

@@ -4,12 +4,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/intent"
 )
 
 // RolePrefix starts the Role's name: RolePrefix + the pointer's name. The
-// bindings' names add the subject's hash (cas.BindingName).
+// bindings' names add the subject's hash (access.BindingName).
 const RolePrefix = "ql3-package-"
 
 // ClusterRoleName is the ClusterRole that reads the cluster identity: the
@@ -28,12 +28,12 @@ const IdentityNote = "get on the kube-system Namespace only: its UID is the clus
 
 // Needs lists every permission activate of the pointer nm in ns may use;
 // inspect and intent need the two gets.
-func Needs(nm intent.Naming, ns string) []cas.Access {
-	return []cas.Access{identityAccess, access("get", ns, nm.Name), access("update", ns, nm.Name), access("create", ns, "")}
+func Needs(nm intent.Naming, ns string) []access.Access {
+	return []access.Access{identityAccess, configMapAccess("get", ns, nm.Name), configMapAccess("update", ns, nm.Name), configMapAccess("create", ns, "")}
 }
 
 // Subject is whom RBAC binds the roles to (both empty: no binding).
-type Subject = cas.Subject
+type Subject = access.Subject
 
 // RBAC is the least privilege of activating the pointer nm in ns: a Role
 // with get and update on that ConfigMap by name and create on ConfigMaps,
@@ -58,11 +58,11 @@ func RBAC(nm intent.Naming, ns string, sub Subject) []any {
 		},
 	}
 	out := []any{role}
-	if b := cas.Binding(sub, rn, ns, labels); b != nil {
+	if b := access.Binding(sub, rn, ns, labels); b != nil {
 		out = append(out, b)
 	}
 	out = append(out, cr)
-	if b := cas.Binding(sub, ClusterRoleName, "", labels); b != nil {
+	if b := access.Binding(sub, ClusterRoleName, "", labels); b != nil {
 		out = append(out, b)
 	}
 	return out

@@ -1,4 +1,4 @@
-package cas
+package access
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package cas
+package access
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -157,7 +158,7 @@ func unanswerable(a Access, err error) error {
 	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
 		return fail.Errorf(fail.Invalid, "permission review: the API server does not let us ask whether we may %s (%v), so nothing was written: the caller needs create on selfsubjectaccessreviews.authorization.k8s.io (the default system:basic-user ClusterRole grants it to every authenticated user)", a, err)
 	}
-	return Classify(OpCreate, "permission review of "+a.String(), err)
+	return cas.Classify(cas.OpCreate, "permission review of "+a.String(), err)
 }
 
 // RulesAllow evaluates RBAC-style rules: every listed verb, group and
