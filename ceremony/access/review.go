@@ -203,3 +203,15 @@ func MissingError(missing []string, hint string) error {
 	missing = slices.Compact(missing)
 	return fail.Errorf(fail.Invalid, "access: the caller lacks %d permission(s) this operation needs, so nothing was written: %s (%s)", len(missing), strings.Join(missing, "; "), hint)
 }
+
+// CreateOrUpdate is the permission of a compare-and-swap write of a's
+// object: its create when create (a create names no object: its name is in
+// the body, not the URL, so RBAC cannot limit it by name), else its update.
+func (a Access) CreateOrUpdate(create bool) Access {
+	if create {
+		a.Verb, a.Name = "create", ""
+		return a
+	}
+	a.Verb = "update"
+	return a
+}

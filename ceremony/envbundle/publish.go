@@ -76,52 +76,15 @@ func Publish(ctx context.Context, o Options, b *envcarrier.Bundle, expected stri
 	if err := access.Require(ctx, o.Review, []access.Access{o.access("get", o.Name)}, o.Hint); err != nil {
 		return nil, err
 	}
-	cur, present, err := cas.Read(ctx, o.Secrets, o.Name, what)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Namespace: o.Namespace, Name: o.Name}
-	var desired *corev1.Secret
-	if present {
-		if _, err := Check(cur); err != nil {
-			return nil, err
-		}
-		if Holds(cur, b) {
-			res.Action, res.ResourceVersion = Replayed, cur.ResourceVersion
-			o.say("%s already holds exactly this bundle (version %s): nothing to write", what, cur.ResourceVersion)
-			return res, nil
-		}
-		switch expected {
-		case "":
-			return nil, fail.Errorf(fail.Conflict, "%s already holds another bundle (version %s): to replace it, name the state it replaces with --expected-version %s (as printed by the publish that wrote it or by env-bundle inspect); nothing was written", what, cur.ResourceVersion, cur.ResourceVersion)
-		case cur.ResourceVersion:
-		default:
-			return nil, fail.Errorf(fail.Conflict, "%s is at version %s, not the --expected-version %s: another publish replaced the state you expected; inspect it and decide again; nothing was written", what, cur.ResourceVersion, expected)
-		}
-		desired = SecretFor(o.Namespace, o.Name, b, cur)
-		desired.ResourceVersion = expected
-	} else {
-		if expected != "" {
-			return nil, fail.Errorf(fail.Conflict, "%s does not exist, but --expected-version %s names a state to replace: it was deleted (or never published here); publish without --expected-version to create it; nothing was written", what, expected)
-		}
-		desired = SecretFor(o.Namespace, o.Name, b, nil)
-	}
-	write := o.access("create", "")
-	if present {
-		write = o.access("update", o.Name)
-	}
-	if err := access.Require(ctx, o.Review, []access.Access{write}, o.Hint); err != nil {
-		return nil, err
-	}
-	w := cas.Write[*corev1.Secret]{
-		Client: o.Secrets, What: what, Desired: desired, Create: !present, FieldManager: FieldManager,
-		Policy: cas.Resend, Say: o.Say,
-		Validate: func(cur *corev1.Secret, present bool) error {
-			if !present {
-				return nil
-			}
-			_, err := Check(cur)
-			return err
+	s := cas.Swap[*corev1.Secret]{
+		Client: o.Secrets, Name: o.Name, What: what, FieldManager: FieldManager, Policy: cas.Resend, Say: o.Say,
+		Check:  func(cur *corev1.Secret) error { _, err := Check(cur); return err },
+		Replay: func(cur *corev1.Secret) bool { return Holds(cur, b) },
+		Build: func(_ context.Context, cur *corev1.Secret, present bool) (*corev1.Secret, error) {
+			return o.build(b, expected, cur, present)
+		},
+		Review: func(ctx context.Context, create bool) error {
+			return access.Require(ctx, o.Review, []access.Access{o.access("", o.Name).CreateOrUpdate(create)}, o.Hint)
 		},
 		Landed: func(cur *corev1.Secret) bool { return Holds(cur, b) },
 		Describe: func(cur *corev1.Secret, present bool) string {
@@ -132,16 +95,41 @@ func Publish(ctx context.Context, o Options, b *envcarrier.Bundle, expected stri
 		},
 		Refused: o.refused,
 	}
-	got, err := w.Do(ctx)
+	got, err := s.Do(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res.Action, res.Settled, res.ResourceVersion = Created, got.Settled, got.Object.ResourceVersion
-	if present {
-		res.Action = Updated
+	res := &Result{Namespace: o.Namespace, Name: o.Name, Action: Updated, ResourceVersion: got.Object.ResourceVersion, Settled: got.Settled}
+	switch {
+	case got.Replayed:
+		res.Action = Replayed
+		o.say("%s already holds exactly this bundle (version %s): nothing to write", what, res.ResourceVersion)
+		return res, nil
+	case got.Created:
+		res.Action = Created
 	}
 	o.say("%s: %s at version %s", what, res.Action, res.ResourceVersion)
 	return res, nil
+}
+
+// build is the bundle Secret holding b over the read (cur, present): an
+// absent Secret is created unless expected names a version; a present one
+// (another bundle) is replaced only when expected is its resourceVersion.
+func (o *Options) build(b *envcarrier.Bundle, expected string, cur *corev1.Secret, present bool) (*corev1.Secret, error) {
+	what := o.what()
+	if !present {
+		if expected != "" {
+			return nil, fail.Errorf(fail.Conflict, "%s does not exist, but --expected-version %s names a state to replace: it was deleted (or never published here); publish without --expected-version to create it; nothing was written", what, expected)
+		}
+		return SecretFor(o.Namespace, o.Name, b, nil), nil
+	}
+	switch expected {
+	case "":
+		return nil, fail.Errorf(fail.Conflict, "%s already holds another bundle (version %s): to replace it, name the state it replaces with --expected-version %s (as printed by the publish that wrote it or by env-bundle inspect); nothing was written", what, cur.ResourceVersion, cur.ResourceVersion)
+	case cur.ResourceVersion:
+		return SecretFor(o.Namespace, o.Name, b, cur), nil
+	}
+	return nil, fail.Errorf(fail.Conflict, "%s is at version %s, not the --expected-version %s: another publish replaced the state you expected; inspect it and decide again; nothing was written", what, cur.ResourceVersion, expected)
 }
 
 func (o *Options) say(format string, args ...any) {

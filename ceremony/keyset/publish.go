@@ -10,6 +10,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/keyset/jwkset"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -92,31 +93,14 @@ func (o *Options) access(verb, name string) access.Access {
 // the read that was judged. It never claims a revocation is in effect: only
 // replicas can observe that.
 func Publish(ctx context.Context, o Options, r Request) (*Result, error) {
-	ns := o.Namespace
 	if err := access.Require(ctx, o.Review, []access.Access{o.access("get", KeysetSecret), o.access("get", LedgerSecret)}, o.Hint); err != nil {
 		return nil, err
 	}
-	ksWhat, lgWhat := "keyset Secret "+ns+"/"+KeysetSecret, "keyset ledger "+ns+"/"+LedgerSecret
-	curKeyset, ksPresent, err := cas.Read(ctx, o.Secrets, KeysetSecret, ksWhat)
+	cur, err := o.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	curLedger, lgPresent, err := cas.Read(ctx, o.Secrets, LedgerSecret, lgWhat)
-	if err != nil {
-		return nil, err
-	}
-	var st State
-	if lgPresent {
-		if st.Ledger, err = ParseLedgerSecret(curLedger); err != nil {
-			return nil, err
-		}
-	}
-	if ksPresent {
-		if st.Keyset, st.KeysetManaged, err = ParseKeysetSecret(curKeyset); err != nil {
-			return nil, err
-		}
-	}
-	plan, err := Decide(st, r)
+	plan, err := Decide(cur.state, r)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +108,7 @@ func Publish(ctx context.Context, o Options, r Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Namespace: ns, Generation: r.Next.Generation, Digest: nd, NewlyRevoked: plan.NewlyRevoked, Adopted: plan.Adopted,
+	res := &Result{Namespace: o.Namespace, Generation: r.Next.Generation, Digest: nd, NewlyRevoked: plan.NewlyRevoked, Adopted: plan.Adopted,
 		Ledger: SecretResult{Name: LedgerSecret, Action: Unchanged}, Keyset: SecretResult{Name: KeysetSecret, Action: Unchanged},
 		LedgerGenerations: len(plan.Ledger.Generations), RevokedWithoutThumbprint: plan.Ledger.UnknownRevoked(), LedgerCarriedForward: plan.CarriedForward}
 	if res.NewlyRevoked == nil {
@@ -133,106 +117,140 @@ func Publish(ctx context.Context, o Options, r Request) (*Result, error) {
 
 	var writes []access.Access
 	if plan.WriteLedger {
-		writes = append(writes, o.writeAccess(lgPresent, LedgerSecret))
+		writes = append(writes, o.access("", LedgerSecret).CreateOrUpdate(!cur.lgPresent))
 	}
 	if plan.WriteKeyset {
-		writes = append(writes, o.writeAccess(ksPresent, KeysetSecret))
+		writes = append(writes, o.access("", KeysetSecret).CreateOrUpdate(!cur.ksPresent))
 	}
 	if err := access.Require(ctx, o.Review, writes, o.Hint); err != nil {
 		return nil, err
 	}
 
 	if plan.WriteLedger {
-		desired, err := LedgerSecretFor(ns, plan.Ledger)
-		if err != nil {
+		if res.Ledger, err = o.writeLedger(ctx, cur, plan.Ledger, r.Next.Generation, nd); err != nil {
 			return nil, err
 		}
-		if lgPresent {
-			desired.ResourceVersion = curLedger.ResourceVersion
-		}
-		want := desired.Data[LedgerKey]
-		w := cas.Write[*corev1.Secret]{
-			Client: o.Secrets, What: lgWhat, Desired: desired, Create: !lgPresent, FieldManager: FieldManager,
-			Policy: cas.Resend, Say: o.Say,
-			Validate: func(cur *corev1.Secret, present bool) error {
-				if !present {
-					return nil
-				}
-				_, err := ParseLedgerSecret(cur)
-				return err
-			},
-			Landed: func(cur *corev1.Secret) bool {
-				_, err := ParseLedgerSecret(cur)
-				return err == nil && bytes.Equal(cur.Data[LedgerKey], want)
-			},
-			Describe: func(cur *corev1.Secret, present bool) string {
-				if !present {
-					return "the ledger was removed"
-				}
-				l, err := ParseLedgerSecret(cur)
-				if err != nil {
-					return err.Error()
-				}
-				return "another publisher moved the ledger to " + describe(l) + "; judge the keyset against it and publish again"
-			},
-			Refused: o.refused,
-		}
-		got, err := w.Do(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("publish generation %d: %w", r.Next.Generation, err)
-		}
-		res.Ledger.Action, res.Ledger.Settled = action(lgPresent), got.Settled
-		o.say("%s: records generation %d (digest %s)", lgWhat, r.Next.Generation, nd)
 	}
-
 	if plan.WriteKeyset {
-		var base *corev1.Secret
-		if ksPresent {
-			base = curKeyset
-		}
-		desired, err := KeysetSecretFor(ns, r.Next, base)
-		if err != nil {
+		if res.Keyset, err = o.writeKeyset(ctx, cur, r.Next, nd); err != nil {
 			return nil, err
 		}
-		w := cas.Write[*corev1.Secret]{
-			Client: o.Secrets, What: ksWhat, Desired: desired, Create: !ksPresent, FieldManager: FieldManager,
-			Policy: cas.Resend, Say: o.Say,
-			Validate: func(cur *corev1.Secret, present bool) error {
-				if !present {
-					return nil
-				}
-				_, _, err := ParseKeysetSecret(cur)
-				return err
-			},
-			Landed: func(cur *corev1.Secret) bool {
-				k, managed, err := ParseKeysetSecret(cur)
-				if err != nil || !managed {
-					return false
-				}
-				d, err := k.Digest()
-				return err == nil && d == nd
-			},
-			Describe: func(cur *corev1.Secret, present bool) string {
-				if !present {
-					return "the keyset Secret was removed"
-				}
-				k, _, err := ParseKeysetSecret(cur)
-				if err != nil {
-					return err.Error()
-				}
-				return fmt.Sprintf("the keyset Secret now holds generation %d", k.Generation)
-			},
-			Refused: o.refused,
-		}
-		got, err := w.Do(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("the ledger records generation %d, but the keyset Secret was not written: rerun the same command to converge (the ledger now refuses any other generation %d and everything older): %w", r.Next.Generation, r.Next.Generation, err)
-		}
-		res.Keyset.Action, res.Keyset.Settled = action(ksPresent), got.Settled
 		res.Converged = plan.Behind
-		o.say("%s: holds generation %d (digest %s)", ksWhat, r.Next.Generation, nd)
 	}
 	return res, nil
+}
+
+// current is what publish read: both Secrets, and the State parsed from
+// them.
+type current struct {
+	keyset, ledger       *corev1.Secret
+	ksPresent, lgPresent bool
+	state                State
+}
+
+func (o *Options) keysetWhat() string { return "keyset Secret " + o.Namespace + "/" + KeysetSecret }
+func (o *Options) ledgerWhat() string { return "keyset ledger " + o.Namespace + "/" + LedgerSecret }
+
+// read reads the keyset Secret, then the ledger (in this order, so a
+// concurrent publish can never make the keyset Secret look ahead of the
+// ledger), then parses the ledger and the keyset Secret.
+func (o *Options) read(ctx context.Context) (*current, error) {
+	var c current
+	var err error
+	if c.keyset, c.ksPresent, err = cas.Read(ctx, o.Secrets, KeysetSecret, o.keysetWhat()); err != nil {
+		return nil, err
+	}
+	if c.ledger, c.lgPresent, err = cas.Read(ctx, o.Secrets, LedgerSecret, o.ledgerWhat()); err != nil {
+		return nil, err
+	}
+	if c.lgPresent {
+		if c.state.Ledger, err = ParseLedgerSecret(c.ledger); err != nil {
+			return nil, err
+		}
+	}
+	if c.ksPresent {
+		if c.state.Keyset, c.state.KeysetManaged, err = ParseKeysetSecret(c.keyset); err != nil {
+			return nil, err
+		}
+	}
+	return &c, nil
+}
+
+// swap is the compare-and-swap of the Secret name (named what) checked by
+// check; both writes were reviewed before the first one.
+func (o *Options) swap(name, what string, check func(*corev1.Secret) error) *cas.Swap[*corev1.Secret] {
+	return &cas.Swap[*corev1.Secret]{
+		Client: o.Secrets, Name: name, What: what, FieldManager: FieldManager, Policy: cas.Resend, Say: o.Say,
+		Check: check, Refused: o.refused,
+	}
+}
+
+// writeLedger writes the ledger l (recording generation gen, digest nd)
+// over the ledger read in c.
+func (o *Options) writeLedger(ctx context.Context, c *current, l *jwkset.Ledger, gen int64, nd string) (SecretResult, error) {
+	desired, err := LedgerSecretFor(o.Namespace, l)
+	if err != nil {
+		return SecretResult{}, err
+	}
+	want := desired.Data[LedgerKey]
+	s := o.swap(LedgerSecret, o.ledgerWhat(), func(cur *corev1.Secret) error { _, err := ParseLedgerSecret(cur); return err })
+	s.Landed = func(cur *corev1.Secret) bool {
+		_, err := ParseLedgerSecret(cur)
+		return err == nil && bytes.Equal(cur.Data[LedgerKey], want)
+	}
+	s.Describe = func(cur *corev1.Secret, present bool) string {
+		if !present {
+			return "the ledger was removed"
+		}
+		l, err := ParseLedgerSecret(cur)
+		if err != nil {
+			return err.Error()
+		}
+		return "another publisher moved the ledger to " + describe(l) + "; judge the keyset against it and publish again"
+	}
+	got, err := s.Write(ctx, c.ledger, c.lgPresent, desired)
+	if err != nil {
+		return SecretResult{}, fmt.Errorf("publish generation %d: %w", gen, err)
+	}
+	o.say("%s: records generation %d (digest %s)", o.ledgerWhat(), gen, nd)
+	return SecretResult{Name: LedgerSecret, Action: action(c.lgPresent), Settled: got.Settled}, nil
+}
+
+// writeKeyset writes next (digest nd) over the keyset Secret read in c.
+func (o *Options) writeKeyset(ctx context.Context, c *current, next *jwkset.Keyset, nd string) (SecretResult, error) {
+	var base *corev1.Secret
+	if c.ksPresent {
+		base = c.keyset
+	}
+	desired, err := KeysetSecretFor(o.Namespace, next, base)
+	if err != nil {
+		return SecretResult{}, err
+	}
+	s := o.swap(KeysetSecret, o.keysetWhat(), func(cur *corev1.Secret) error { _, _, err := ParseKeysetSecret(cur); return err })
+	s.Landed = func(cur *corev1.Secret) bool {
+		k, managed, err := ParseKeysetSecret(cur)
+		if err != nil || !managed {
+			return false
+		}
+		d, err := k.Digest()
+		return err == nil && d == nd
+	}
+	s.Describe = func(cur *corev1.Secret, present bool) string {
+		if !present {
+			return "the keyset Secret was removed"
+		}
+		k, _, err := ParseKeysetSecret(cur)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("the keyset Secret now holds generation %d", k.Generation)
+	}
+	got, err := s.Write(ctx, c.keyset, c.ksPresent, desired)
+	if err != nil {
+		return SecretResult{}, fmt.Errorf("the ledger records generation %d, but the keyset Secret was not written: rerun the same command to converge (the ledger now refuses any other generation %d and everything older): %w", next.Generation, next.Generation, err)
+	}
+	o.say("%s: holds generation %d (digest %s)", o.keysetWhat(), next.Generation, nd)
+	return SecretResult{Name: KeysetSecret, Action: action(c.ksPresent), Settled: got.Settled}, nil
 }
 
 func action(present bool) Action {
@@ -240,13 +258,6 @@ func action(present bool) Action {
 		return Updated
 	}
 	return Created
-}
-
-func (o *Options) writeAccess(present bool, name string) access.Access {
-	if present {
-		return o.access("update", name)
-	}
-	return o.access("create", "")
 }
 
 // refused maps a create answered 404 to the missing namespace.

@@ -129,48 +129,8 @@ func Stamped(dep *appsv1.Deployment, want delivery.Stamp) *appsv1.Deployment {
 // this delivery.
 func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, error) {
 	dn := d.Target.Deployment
-	dwhat, swhat, stwhat := o.deploymentWhat(dn), o.secretWhat(), o.stageWhat(d)
-	stage := delivery.StageName(d.DeliveryID)
-	if err := CheckStageNamespace(o.Namespace, o.StageNamespace); err != nil {
-		return nil, err
-	}
-	if len(o.Key) < delivery.MinKeyBytes {
-		return nil, fail.Errorf(fail.Invalid, "the token digest key is %d bytes, want at least %d", len(o.Key), delivery.MinKeyBytes)
-	}
-	if err := access.Require(ctx, o.Review, []access.Access{
-		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: o.Namespace, Name: dn},
-		{Verb: "get", Resource: "secrets", Namespace: o.Namespace, Name: delivery.SecretName},
-		{Verb: "get", Resource: "secrets", Namespace: o.stageNS(), Name: stage},
-	}, o.Hint); err != nil {
-		return nil, err
-	}
-	if err := o.checkTarget(ctx, d); err != nil {
-		return nil, err
-	}
-	// 1. The exact Deployment.
-	dep, present, err := cas.Read(ctx, o.Deployments, dn, dwhat)
+	dep, tok, err := o.readTarget(ctx, d)
 	if err != nil {
-		return nil, err
-	}
-	if !present {
-		return nil, fail.Errorf(fail.Invalid, "%s does not exist: deploy the Worker release first; nothing was written", dwhat)
-	}
-	if err := CheckDeployment(dep, dwhat); err != nil {
-		return nil, err
-	}
-	// The token, from the stage (never from the caller again).
-	st, present, err := cas.Read(ctx, o.Stages, stage, stwhat)
-	if err != nil {
-		return nil, err
-	}
-	if !present {
-		return nil, fail.Errorf(fail.Invalid, "%s does not exist: run kubectl ql3 worker stage for delivery %q first; nothing was written", stwhat, d.DeliveryID)
-	}
-	tok, err := checkStage(stwhat, st, d)
-	if err != nil {
-		return nil, err
-	}
-	if err := o.checkRecorded(stwhat, st, dep); err != nil {
 		return nil, err
 	}
 	targetDigest, err := delivery.TargetDigest(d.Target)
@@ -188,8 +148,7 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	res := &Result{Namespace: o.Namespace, Deployment: dn, DeliveryID: d.DeliveryID, CredentialID: d.CredentialID, Generation: d.Generation,
 		TargetDigest: target, PublicationDigest: want[delivery.AnnotationPublicationDigest]}
 	// 2. The predecessor, before any Secret write.
-	ann := dep.Spec.Template.Annotations
-	verdict, err := delivery.Judge(d, want, ann)
+	verdict, err := delivery.Judge(d, want, dep.Spec.Template.Annotations)
 	if err != nil {
 		return nil, err
 	}
@@ -201,59 +160,12 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	}, o.Hint); err != nil {
 		return nil, err
 	}
-	sec, present, err := cas.Read(ctx, o.Secrets, delivery.SecretName, swhat)
+	replayed, err := o.publishSecret(ctx, d, dep, tok, verdict, target, res)
 	if err != nil {
 		return nil, err
 	}
-	if present && sec.Type != corev1.SecretTypeOpaque {
-		return nil, fail.Errorf(fail.Tamper, "%s is not an Opaque Secret: it was changed outside kubectl ql3 worker publish; nothing was written", swhat)
-	}
-	if verdict == delivery.Replay {
-		if !present || !holdsToken(sec, tok) {
-			return nil, fail.Errorf(fail.Conflict, "%s carries delivery %q but %s no longer holds its token: it was changed after the publication; inspect it; nothing was written", dwhat, d.DeliveryID, swhat)
-		}
-		res.Secret, res.DeploymentAction, res.SecretVersion, res.DeploymentVersion = "unchanged", "unchanged", sec.ResourceVersion, dep.ResourceVersion
-		o.say("%s already carries delivery %q and %s holds its token: nothing to write", dwhat, d.DeliveryID, swhat)
+	if replayed {
 		return res, nil
-	}
-	switch {
-	case present && holdsToken(sec, tok):
-		res.Secret, res.SecretVersion = "unchanged", sec.ResourceVersion
-		o.say("%s already holds this delivery's token: not rewritten", swhat)
-	default:
-		if err := o.mayReplace(d, sec, present, ann, target, swhat); err != nil {
-			return nil, err
-		}
-		w := cas.Write[*corev1.Secret]{
-			Client: o.Secrets, What: swhat, Create: !present, FieldManager: FieldManager,
-			Policy: cas.Resend, Say: o.Say, SettleTimeout: o.SettleTimeout,
-			Landed: func(cur *corev1.Secret) bool { return holdsToken(cur, tok) },
-			Describe: func(cur *corev1.Secret, present bool) string {
-				if !present {
-					return "the credential Secret was deleted"
-				}
-				return "the credential Secret now holds another token (resourceVersion " + cur.ResourceVersion + "): another publisher"
-			},
-			Refused: func(op cas.Op, err error) error {
-				if op == cas.OpCreate && apierrors.IsNotFound(err) {
-					return fail.Errorf(fail.Invalid, "namespace %q does not exist (%v)", o.Namespace, err)
-				}
-				return nil
-			},
-		}
-		if present {
-			w.Desired = CredentialSecret(o.Namespace, tok, sec)
-			res.Secret = "updated"
-		} else {
-			w.Desired = CredentialSecret(o.Namespace, tok, nil)
-			res.Secret = "created"
-		}
-		got, err := w.Do(ctx)
-		if err != nil {
-			return nil, err
-		}
-		res.SecretVersion, res.Settled = got.Object.ResourceVersion, got.Settled
-		o.say("%s: %s", swhat, res.Secret)
 	}
 	if o.Crash != nil {
 		o.Crash(CrashAfterSecret)
@@ -269,8 +181,115 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	if err := o.verify(ctx, d, dn, tok, want); err != nil {
 		return nil, err
 	}
-	o.say("%s: rolled to credential %q (generation %d)", dwhat, d.CredentialID, d.Generation)
+	o.say("%s: rolled to credential %q (generation %d)", o.deploymentWhat(dn), d.CredentialID, d.Generation)
 	return res, nil
+}
+
+// readTarget checks the stage namespace, the key, the permission of the
+// reads and the target cluster and namespace; then reads and validates the
+// Worker Deployment (1.) and reads the stage, returning the token (never
+// from the caller again).
+func (o *Options) readTarget(ctx context.Context, d *delivery.Delivery) (*appsv1.Deployment, []byte, error) {
+	dn := d.Target.Deployment
+	dwhat, stwhat := o.deploymentWhat(dn), o.stageWhat(d)
+	stage := delivery.StageName(d.DeliveryID)
+	if err := CheckStageNamespace(o.Namespace, o.StageNamespace); err != nil {
+		return nil, nil, err
+	}
+	if len(o.Key) < delivery.MinKeyBytes {
+		return nil, nil, fail.Errorf(fail.Invalid, "the token digest key is %d bytes, want at least %d", len(o.Key), delivery.MinKeyBytes)
+	}
+	if err := access.Require(ctx, o.Review, []access.Access{
+		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: o.Namespace, Name: dn},
+		{Verb: "get", Resource: "secrets", Namespace: o.Namespace, Name: delivery.SecretName},
+		{Verb: "get", Resource: "secrets", Namespace: o.stageNS(), Name: stage},
+	}, o.Hint); err != nil {
+		return nil, nil, err
+	}
+	if err := o.checkTarget(ctx, d); err != nil {
+		return nil, nil, err
+	}
+	dep, present, err := cas.Read(ctx, o.Deployments, dn, dwhat)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !present {
+		return nil, nil, fail.Errorf(fail.Invalid, "%s does not exist: deploy the Worker release first; nothing was written", dwhat)
+	}
+	if err := CheckDeployment(dep, dwhat); err != nil {
+		return nil, nil, err
+	}
+	st, present, err := cas.Read(ctx, o.Stages, stage, stwhat)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !present {
+		return nil, nil, fail.Errorf(fail.Invalid, "%s does not exist: run kubectl ql3 worker stage for delivery %q first; nothing was written", stwhat, d.DeliveryID)
+	}
+	tok, err := checkStage(stwhat, st, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dep, tok, o.checkRecorded(stwhat, st, dep)
+}
+
+// publishSecret reads the credential Secret and writes tok into it unless
+// it holds it already (res records which); replayed when the Deployment
+// (verdict) and the Secret both already hold the delivery: then nothing is
+// to write at all.
+func (o *Options) publishSecret(ctx context.Context, d *delivery.Delivery, dep *appsv1.Deployment, tok []byte, verdict delivery.Verdict, target string, res *Result) (replayed bool, err error) {
+	dwhat, swhat := o.deploymentWhat(dep.Name), o.secretWhat()
+	s := cas.Swap[*corev1.Secret]{
+		Client: o.Secrets, Name: delivery.SecretName, What: swhat, FieldManager: FieldManager,
+		Policy: cas.Resend, Say: o.Say, SettleTimeout: o.SettleTimeout,
+		Landed: func(cur *corev1.Secret) bool { return holdsToken(cur, tok) },
+		Describe: func(cur *corev1.Secret, present bool) string {
+			if !present {
+				return "the credential Secret was deleted"
+			}
+			return "the credential Secret now holds another token (resourceVersion " + cur.ResourceVersion + "): another publisher"
+		},
+		Refused: func(op cas.Op, err error) error {
+			if op == cas.OpCreate && apierrors.IsNotFound(err) {
+				return fail.Errorf(fail.Invalid, "namespace %q does not exist (%v)", o.Namespace, err)
+			}
+			return nil
+		},
+	}
+	sec, present, err := s.Read(ctx)
+	if err != nil {
+		return false, err
+	}
+	if present && sec.Type != corev1.SecretTypeOpaque {
+		return false, fail.Errorf(fail.Tamper, "%s is not an Opaque Secret: it was changed outside kubectl ql3 worker publish; nothing was written", swhat)
+	}
+	if verdict == delivery.Replay {
+		if !present || !holdsToken(sec, tok) {
+			return false, fail.Errorf(fail.Conflict, "%s carries delivery %q but %s no longer holds its token: it was changed after the publication; inspect it; nothing was written", dwhat, d.DeliveryID, swhat)
+		}
+		res.Secret, res.DeploymentAction, res.SecretVersion, res.DeploymentVersion = "unchanged", "unchanged", sec.ResourceVersion, dep.ResourceVersion
+		o.say("%s already carries delivery %q and %s holds its token: nothing to write", dwhat, d.DeliveryID, swhat)
+		return true, nil
+	}
+	if present && holdsToken(sec, tok) {
+		res.Secret, res.SecretVersion = "unchanged", sec.ResourceVersion
+		o.say("%s already holds this delivery's token: not rewritten", swhat)
+		return false, nil
+	}
+	if err := o.mayReplace(d, sec, present, dep.Spec.Template.Annotations, target, swhat); err != nil {
+		return false, err
+	}
+	res.Secret = "created"
+	if present {
+		res.Secret = "updated"
+	}
+	got, err := s.Write(ctx, sec, present, CredentialSecret(o.Namespace, tok, sec))
+	if err != nil {
+		return false, err
+	}
+	res.SecretVersion, res.Settled = got.Object.ResourceVersion, got.Settled
+	o.say("%s: %s", swhat, res.Secret)
+	return false, nil
 }
 
 // mayReplace decides whether the credential Secret read (sec, present)

@@ -144,48 +144,22 @@ func Stage(ctx context.Context, o Options, d *delivery.Delivery, tok []byte) (*S
 	}, o.Hint); err != nil {
 		return nil, err
 	}
-	res := &StageResult{Namespace: ns, Name: name, DeliveryID: d.DeliveryID}
-	cur, present, err := cas.Read(ctx, o.Stages, name, what)
-	if err != nil {
-		return nil, err
-	}
-	if present {
+	holds := func(cur *corev1.Secret) bool {
 		got, err := checkStage(what, cur, d)
-		if err != nil {
-			return nil, err
-		}
-		if !bytes.Equal(got, tok) {
-			return nil, fail.Errorf(fail.Conflict, "%s already holds another token for delivery %q: a delivery id stages one token only; nothing was written", what, d.DeliveryID)
-		}
-		res.Action, res.UID, res.ResourceVersion = "replayed", string(cur.UID), cur.ResourceVersion
-		o.say("%s already holds exactly this delivery: nothing to write", what)
-		return res, nil
+		return err == nil && bytes.Equal(got, tok)
 	}
-	dep, err := o.stagedFor(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	if err := o.checkCap(ctx, ns); err != nil {
-		return nil, err
-	}
-	desired, err := StageSecret(ns, d, tok, dep)
-	if err != nil {
-		return nil, err
-	}
-	w := cas.Write[*corev1.Secret]{
-		Client: o.Stages, What: what, Desired: desired, Create: true, FieldManager: FieldManager,
+	s := cas.Swap[*corev1.Secret]{
+		Client: o.Stages, Name: name, What: what, FieldManager: FieldManager,
 		Policy: cas.Resend, Say: o.Say, SettleTimeout: o.SettleTimeout,
-		Validate: func(cur *corev1.Secret, present bool) error {
-			if !present {
-				return nil
+		Check:  func(cur *corev1.Secret) error { _, err := checkStage(what, cur, d); return err },
+		Replay: holds,
+		Build: func(ctx context.Context, _ *corev1.Secret, present bool) (*corev1.Secret, error) {
+			if present {
+				return nil, fail.Errorf(fail.Conflict, "%s already holds another token for delivery %q: a delivery id stages one token only; nothing was written", what, d.DeliveryID)
 			}
-			_, err := checkStage(what, cur, d)
-			return err
+			return o.buildStage(ctx, d, tok)
 		},
-		Landed: func(cur *corev1.Secret) bool {
-			got, err := checkStage(what, cur, d)
-			return err == nil && bytes.Equal(got, tok)
-		},
+		Landed: holds,
 		Describe: func(cur *corev1.Secret, present bool) string {
 			if !present {
 				return "the stage was deleted"
@@ -199,13 +173,33 @@ func Stage(ctx context.Context, o Options, d *delivery.Delivery, tok []byte) (*S
 			return nil
 		},
 	}
-	got, err := w.Do(ctx)
+	got, err := s.Do(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res.Action, res.UID, res.ResourceVersion, res.Settled = "created", string(got.Object.UID), got.Object.ResourceVersion, got.Settled
+	res := &StageResult{Namespace: ns, Name: name, DeliveryID: d.DeliveryID, Action: "created",
+		UID: string(got.Object.UID), ResourceVersion: got.Object.ResourceVersion, Settled: got.Settled}
+	if got.Replayed {
+		res.Action = "replayed"
+		o.say("%s already holds exactly this delivery: nothing to write", what)
+		return res, nil
+	}
 	o.say("%s: created (immutable)", what)
 	return res, nil
+}
+
+// buildStage is d's stage Secret holding tok, for a stage that does not
+// exist yet: it records the Worker Deployment d targets, and only while
+// the stage namespace is below the cap.
+func (o *Options) buildStage(ctx context.Context, d *delivery.Delivery, tok []byte) (*corev1.Secret, error) {
+	dep, err := o.stagedFor(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.checkCap(ctx, o.stageNS()); err != nil {
+		return nil, err
+	}
+	return StageSecret(o.stageNS(), d, tok, dep)
 }
 
 // checkCap counts the live stage Secrets of ns by label: at the cap, a

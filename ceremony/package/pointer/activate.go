@@ -157,58 +157,48 @@ func Activate(ctx context.Context, o Options, in intent.Intent) (*Result, error)
 	if _, err := o.verify(in); err != nil {
 		return nil, fmt.Errorf("%w; nothing was written", err)
 	}
-	cur, present, err := cas.Read(ctx, o.ConfigMaps, nm.Name, w)
+	got, err := o.swap(in, nm, w).Do(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Pointer: Ref{Namespace: ns, Name: nm.Name, TargetDigest: nm.TargetDigest}, IntentDigest: id}
-	if present {
-		a, err := Check(cur)
-		if err != nil {
-			return nil, err
-		}
-		if Same(a.Intent, in) {
-			o.say("%s already holds exactly this intent (%s): nothing to write", w, in)
-			res.Action = Replayed
-			return o.confirm(ctx, in, res)
-		}
-		switch {
-		case in.PreviousLockDigest == nil:
-			return nil, fail.Errorf(fail.Conflict, "%s already holds generation %d (lock %s), and this intent is a first activation (generation 1, previousLockDigest null): build a new intent from the pointer (kubectl ql3 package intent); nothing was written", w, a.Intent.Generation, a.Intent.LockDigest)
-		case a.Intent.LockDigest != *in.PreviousLockDigest || a.Intent.Generation != in.Generation-1:
-			return nil, fail.Errorf(fail.Conflict, "%s holds generation %d with lock %s, but this intent (generation %d) replaces generation %d with lock %s: another activation won, or the intent is stale; build a new intent from the pointer (kubectl ql3 package intent); nothing was written", w, a.Intent.Generation, a.Intent.LockDigest, in.Generation, in.Generation-1, *in.PreviousLockDigest)
-		}
-	} else if in.PreviousLockDigest != nil {
-		return nil, fail.Errorf(fail.Conflict, "%s does not exist, but this intent (generation %d) replaces lock %s: the pointer it expects is gone (or was never created here); nothing was written", w, in.Generation, *in.PreviousLockDigest)
+	res := &Result{Pointer: Ref{Namespace: ns, Name: nm.Name, TargetDigest: nm.TargetDigest}, IntentDigest: id, Action: Updated, Settled: got.Settled}
+	switch {
+	case got.Replayed:
+		o.say("%s already holds exactly this intent (%s): nothing to write", w, in)
+		res.Action = Replayed
+		return o.confirm(ctx, in, res)
+	case got.Created:
+		res.Action = Created
 	}
-	now := time.Now
-	if o.Now != nil {
-		now = o.Now
-	}
-	desired, _, err := ConfigMapFor(in, now())
-	if err != nil {
-		return nil, err
-	}
-	write := configMapAccess("create", ns, "")
-	if present {
-		write = configMapAccess("update", ns, nm.Name)
-		desired.ResourceVersion = cur.ResourceVersion // the validated read's, and only that one
-	}
-	if err := access.Require(ctx, o.Review, []access.Access{write}, o.Hint); err != nil {
-		return nil, err
-	}
-	if o.beforeWrite != nil {
-		o.beforeWrite()
-	}
-	cw := cas.Write[*corev1.ConfigMap]{
-		Client: o.ConfigMaps, What: w, Desired: desired, Create: !present, FieldManager: FieldManager,
-		Policy: cas.NoGuess, Say: o.Say,
-		Validate: func(cur *corev1.ConfigMap, present bool) error {
-			if !present {
-				return nil
+	o.say("%s: %s (%s)", w, res.Action, in)
+	return o.confirm(ctx, in, res)
+}
+
+// swap is the compare-and-swap of the pointer nm (named w) to in: policy
+// NoGuess, a write only over a read the intent follows exactly (build).
+func (o *Options) swap(in intent.Intent, nm intent.Naming, w string) *cas.Swap[*corev1.ConfigMap] {
+	ns := in.Namespace
+	return &cas.Swap[*corev1.ConfigMap]{
+		Client: o.ConfigMaps, Name: nm.Name, What: w, FieldManager: FieldManager, Policy: cas.NoGuess, Say: o.Say,
+		Check: func(cur *corev1.ConfigMap) error { _, err := Check(cur); return err },
+		Replay: func(cur *corev1.ConfigMap) bool {
+			a, err := Check(cur)
+			return err == nil && Same(a.Intent, in)
+		},
+		Build: func(_ context.Context, cur *corev1.ConfigMap, present bool) (*corev1.ConfigMap, error) {
+			return o.build(in, w, cur, present)
+		},
+		Review: func(ctx context.Context, create bool) error {
+			if err := access.Require(ctx, o.Review, []access.Access{configMapAccess("", ns, nm.Name).CreateOrUpdate(create)}, o.Hint); err != nil {
+				return err
 			}
-			_, err := Check(cur)
-			return err
+			if o.beforeWrite != nil {
+				o.beforeWrite()
+			}
+			return nil
+		},
+		Unsettled: func(err error) error {
+			return fmt.Errorf("%w; settle it with %s (never by activating again blindly)", err, o.settle())
 		},
 		Landed: func(cur *corev1.ConfigMap) bool { return Holds(cur, in) },
 		Describe: func(cur *corev1.ConfigMap, present bool) string {
@@ -227,19 +217,33 @@ func Activate(ctx context.Context, o Options, in intent.Intent) (*Result, error)
 			return nil
 		},
 	}
-	got, err := cw.Do(ctx)
-	if err != nil {
-		if fail.Is(err, fail.Unavailable) {
-			return nil, fmt.Errorf("%w; settle it with %s (never by activating again blindly)", err, o.settle())
-		}
-		return nil, err
-	}
-	res.Action, res.Settled = Created, got.Settled
+}
+
+// build is the pointer ConfigMap holding in over the read (cur, present,
+// checked): generation 1 only when the pointer is absent; a later
+// generation only over the pointer holding generation-1 with lock digest
+// in's previousLockDigest.
+func (o *Options) build(in intent.Intent, w string, cur *corev1.ConfigMap, present bool) (*corev1.ConfigMap, error) {
 	if present {
-		res.Action = Updated
+		a, err := Check(cur)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case in.PreviousLockDigest == nil:
+			return nil, fail.Errorf(fail.Conflict, "%s already holds generation %d (lock %s), and this intent is a first activation (generation 1, previousLockDigest null): build a new intent from the pointer (kubectl ql3 package intent); nothing was written", w, a.Intent.Generation, a.Intent.LockDigest)
+		case a.Intent.LockDigest != *in.PreviousLockDigest || a.Intent.Generation != in.Generation-1:
+			return nil, fail.Errorf(fail.Conflict, "%s holds generation %d with lock %s, but this intent (generation %d) replaces generation %d with lock %s: another activation won, or the intent is stale; build a new intent from the pointer (kubectl ql3 package intent); nothing was written", w, a.Intent.Generation, a.Intent.LockDigest, in.Generation, in.Generation-1, *in.PreviousLockDigest)
+		}
+	} else if in.PreviousLockDigest != nil {
+		return nil, fail.Errorf(fail.Conflict, "%s does not exist, but this intent (generation %d) replaces lock %s: the pointer it expects is gone (or was never created here); nothing was written", w, in.Generation, *in.PreviousLockDigest)
 	}
-	o.say("%s: %s (%s)", w, res.Action, in)
-	return o.confirm(ctx, in, res)
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	desired, _, err := ConfigMapFor(in, now())
+	return desired, err
 }
 
 func (o *Options) settle() string {
