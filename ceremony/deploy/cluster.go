@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
@@ -35,14 +34,7 @@ type kubeIdentity struct{ cs kubernetes.Interface }
 func NewIdentityReader(cs kubernetes.Interface) IdentityReader { return kubeIdentity{cs} }
 
 func (k kubeIdentity) KubeSystemUID(ctx context.Context) (string, error) {
-	ns, err := k.cs.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
-	if err != nil {
-		return "", cas.Classify(cas.OpRead, "read cluster identity (namespace kube-system)", err)
-	}
-	if ns.UID == "" {
-		return "", fail.Errorf(fail.Unavailable, "read cluster identity: namespace kube-system has no uid")
-	}
-	return string(ns.UID), nil
+	return cas.KubeSystemUID(ctx, k.cs.CoreV1().Namespaces())
 }
 
 // ServerVersion asks the API server for its version.

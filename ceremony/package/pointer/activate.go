@@ -94,14 +94,11 @@ var identityAccess = access.Access{Verb: "get", Resource: "namespaces", Name: me
 
 // ReadClusterIdentity is digest("cluster-identity", UID of kube-system).
 func ReadClusterIdentity(ctx context.Context, c cas.Client[*corev1.Namespace]) (string, error) {
-	ns, present, err := cas.Read(ctx, c, metav1.NamespaceSystem, "namespace kube-system (the cluster identity)")
+	uid, err := cas.KubeSystemUID(ctx, c)
 	if err != nil {
 		return "", err
 	}
-	if !present || ns.UID == "" {
-		return "", fail.Errorf(fail.Invalid, "the cluster has no kube-system Namespace: it has no cluster identity")
-	}
-	return canon.ClusterIdentity(string(ns.UID)), nil
+	return canon.ClusterIdentity(uid), nil
 }
 
 // sameCluster checks that the intent names the cluster the clients reach.
