@@ -92,3 +92,44 @@ func Binding(subj Subject, roleName, ns string, labels map[string]string) any {
 		Subjects:   subjects, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: roleName},
 	}
 }
+
+// NoteAnnotation explains, on a printed Role, what RBAC cannot limit (a
+// create that no resourceNames can restrict, a list over a namespace).
+const NoteAnnotation = "qinglong.io/note"
+
+// Role is a printed Role name in ns with labels and rules, annotated with
+// note (NoteAnnotation) when note is set.
+func Role(name, ns string, labels map[string]string, note string, rules ...rbacv1.PolicyRule) *rbacv1.Role {
+	return &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: objectMeta(name, ns, labels, note),
+		Rules:      rules,
+	}
+}
+
+// ClusterRole is a printed ClusterRole, as Role.
+func ClusterRole(name string, labels map[string]string, note string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: objectMeta(name, "", labels, note),
+		Rules:      rules,
+	}
+}
+
+func objectMeta(name, ns string, labels map[string]string, note string) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}
+	if note != "" {
+		m.Annotations = map[string]string{NoteAnnotation: note}
+	}
+	return m
+}
+
+// Bind is out followed by the binding of subj to the Role (ns set) or
+// ClusterRole (ns empty) roleName (Binding); out as it is when subj names
+// nobody.
+func Bind(out []any, subj Subject, roleName, ns string, labels map[string]string) []any {
+	if b := Binding(subj, roleName, ns, labels); b != nil {
+		return append(out, b)
+	}
+	return out
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
@@ -17,7 +16,7 @@ import (
 const RolePrefix = "ql3-env-bundle-"
 
 // AnnotationNote explains, on the printed Role, what RBAC cannot limit.
-const AnnotationNote = "qinglong.io/note"
+const AnnotationNote = access.NoteAnnotation
 
 // CreateNote is why the Role's create rule names no Secret.
 const CreateNote = "create on secrets cannot be limited by name (a create request has no name in its URL, so RBAC ignores resourceNames for it): this Role lets its holder create any Secret in the namespace; get and update are limited to the bundle Secret. Drop the create rule once the bundle Secret exists."
@@ -58,17 +57,8 @@ func RBAC(ns, name string, sub Subject) ([]any, error) {
 		return nil, err
 	}
 	labels := map[string]string{LabelManagedBy: ManagedBy}
-	role := &rbacv1.Role{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: metav1.ObjectMeta{Name: rn, Namespace: ns, Labels: labels, Annotations: map[string]string{AnnotationNote: CreateNote}},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{name}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-		},
-	}
-	out := []any{role}
-	if b := access.Binding(sub, rn, ns, labels); b != nil {
-		out = append(out, b)
-	}
-	return out, nil
+	role := access.Role(rn, ns, labels, CreateNote,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{name}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
+	return access.Bind([]any{role}, sub, rn, ns, labels), nil
 }

@@ -2,7 +2,6 @@ package keyset
 
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 )
@@ -13,7 +12,7 @@ import (
 const RoleName = "ql3-keyset-publisher"
 
 // AnnotationNote explains, on the printed Role, what RBAC cannot limit.
-const AnnotationNote = "qinglong.io/note"
+const AnnotationNote = access.NoteAnnotation
 
 // CreateNote is why the Role's create rule names no Secret.
 const CreateNote = "create on secrets cannot be limited by name (a create request has no name in its URL, so RBAC ignores resourceNames for it): this Role lets its holder create any Secret in the namespace; get and update are limited to the ledger and keyset Secrets. Drop the create rule once both Secrets exist."
@@ -39,17 +38,9 @@ type Subject = access.Subject
 // and update on the ledger and keyset Secrets by name and create on
 // Secrets, and, for a subject, its RoleBinding.
 func RBAC(ns string, sub Subject) []any {
-	role := &rbacv1.Role{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: ns, Labels: map[string]string{LabelManagedBy: ManagedBy}, Annotations: map[string]string{AnnotationNote: CreateNote}},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{LedgerSecret, KeysetSecret}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-		},
-	}
-	out := []any{role}
-	if b := access.Binding(sub, RoleName, ns, map[string]string{LabelManagedBy: ManagedBy}); b != nil {
-		out = append(out, b)
-	}
-	return out
+	labels := map[string]string{LabelManagedBy: ManagedBy}
+	role := access.Role(RoleName, ns, labels, CreateNote,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{LedgerSecret, KeysetSecret}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
+	return access.Bind([]any{role}, sub, RoleName, ns, labels)
 }

@@ -2,7 +2,6 @@ package worker
 
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
@@ -26,7 +25,7 @@ func DeploymentRoleName(deployment string) (string, error) {
 }
 
 // AnnotationNote explains, on a printed Role, what RBAC cannot limit.
-const AnnotationNote = "qinglong.io/note"
+const AnnotationNote = access.NoteAnnotation
 
 // Notes printed on the Roles.
 const (
@@ -70,41 +69,17 @@ func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
 		return nil, err
 	}
 	labels := map[string]string{LabelManagedBy: ManagedBy}
-	meta := func(name, n, note string) metav1.ObjectMeta {
-		m := metav1.ObjectMeta{Name: name, Namespace: n, Labels: labels}
-		if note != "" {
-			m.Annotations = map[string]string{AnnotationNote: note}
-		}
-		return m
-	}
-	role := &rbacv1.Role{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: meta(depRole, ns, CreateNote),
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{delivery.SecretName}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "update"}, ResourceNames: []string{deployment}},
-		},
-	}
-	stage := &rbacv1.Role{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: meta(RoleName, stageNS, StageNote),
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}},
-		},
-	}
-	cluster := &rbacv1.ClusterRole{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Labels: labels},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{"kube-system"}},
-		},
-	}
+	role := access.Role(depRole, ns, labels, CreateNote,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{delivery.SecretName}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "update"}, ResourceNames: []string{deployment}})
+	stage := access.Role(RoleName, stageNS, labels, StageNote,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}})
+	cluster := access.ClusterRole(RoleName, labels, "",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{"kube-system"}})
 	out := []any{role, stage, cluster}
 	for _, r := range []struct{ name, ns string }{{depRole, ns}, {RoleName, stageNS}, {RoleName, ""}} { // the two Roles, then the ClusterRole
-		if b := access.Binding(sub, r.name, r.ns, labels); b != nil {
-			out = append(out, b)
-		}
+		out = access.Bind(out, sub, r.name, r.ns, labels)
 	}
 	return out, nil
 }

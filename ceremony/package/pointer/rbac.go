@@ -17,7 +17,7 @@ const RolePrefix = "ql3-package-"
 const ClusterRoleName = "ql3-package-cluster-identity"
 
 // AnnotationNote explains, on the printed Role, what RBAC cannot limit.
-const AnnotationNote = "qinglong.io/note"
+const AnnotationNote = access.NoteAnnotation
 
 // CreateNote is why the Role's create rule names no ConfigMap.
 const CreateNote = "create on configmaps cannot be limited by name (a create request has no name in its URL, so RBAC ignores resourceNames for it): this Role lets its holder create any ConfigMap in the namespace; get and update are limited to the package's active pointer. Drop the create rule once generation 1 is active."
@@ -42,28 +42,11 @@ type Subject = access.Subject
 func RBAC(nm intent.Naming, ns string, sub Subject) []any {
 	labels := map[string]string{LabelManagedBy: ManagedBy}
 	rn := RolePrefix + nm.Name
-	role := &rbacv1.Role{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: metav1.ObjectMeta{Name: rn, Namespace: ns, Labels: labels, Annotations: map[string]string{AnnotationNote: CreateNote}},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{nm.Name}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
-		},
-	}
-	cr := &rbacv1.ClusterRole{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName, Labels: labels, Annotations: map[string]string{AnnotationNote: IdentityNote}},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
-		},
-	}
-	out := []any{role}
-	if b := access.Binding(sub, rn, ns, labels); b != nil {
-		out = append(out, b)
-	}
-	out = append(out, cr)
-	if b := access.Binding(sub, ClusterRoleName, "", labels); b != nil {
-		out = append(out, b)
-	}
-	return out
+	role := access.Role(rn, ns, labels, CreateNote,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{nm.Name}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}})
+	cr := access.ClusterRole(ClusterRoleName, labels, IdentityNote,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}})
+	out := access.Bind([]any{role}, sub, rn, ns, labels)
+	return access.Bind(append(out, cr), sub, ClusterRoleName, "", labels)
 }
