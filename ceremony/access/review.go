@@ -1,3 +1,11 @@
+// Package access is the permission review every ceremony runs before its
+// first write, failing closed (Review, Require: the API server's
+// SelfSubjectAccessReview; a namespace's rules review only ever allows),
+// and the helpers every `rbac` command prints its least privilege with
+// (Role, ClusterRole, Binding and its name). It knows no ceremony: each
+// keeps its own rules in its own rbac.go. It shares only the CAS kernel's
+// classifier of API errors, so that a review the API server did not answer
+// is classified like every other request.
 package access
 
 import (

@@ -2,7 +2,9 @@
 // reads of one named object, create and resourceVersion-carrying update,
 // the settlement of every write whose answer never came by reading the
 // object again, the classifier that turns an API answer into an exit class,
-// and the permission review that runs before any write.
+// Swap (the read-check-build-write skeleton of every sibling ceremony) and
+// the read of the cluster identity. The permission review that runs before
+// any write is package access's: Swap only asks it (Swap.Review).
 //
 // The deployment Head (package ceremony) and every sibling operation (the
 // package pointer, the worker credential, the keyset ledger, environment

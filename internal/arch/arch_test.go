@@ -52,6 +52,8 @@ var rules = append([]rule{
 		[]string{"plugin"}, nil},
 	{"the CAS kernel knows no operation", []string{"ceremony/cas"},
 		[]string{"ceremony", "inventory", "receipts"}, []string{"ceremony/cas"}},
+	{"the access review and RBAC printing know no ceremony: they share only the kernel's classifier", []string{"ceremony/access"},
+		[]string{"ceremony", "inventory", "receipts"}, []string{"ceremony/access", "ceremony/cas"}},
 	{"nothing but the CLI builds on the read-only views", []string{"ceremony", "inventory", "receipts"},
 		[]string{"ceremony/views"}, nil},
 	{"sibling ceremonies stand next to the Head, not on it", siblings,
