@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -126,4 +128,16 @@ func (s *Swap[T]) Write(ctx context.Context, cur T, present bool, desired T) (Re
 		return got, s.Unsettled(err)
 	}
 	return got, err
+}
+
+// MissingNamespace is a Write's Refused for an object of namespace ns: a
+// create answered 404 means the namespace does not exist (invalid: create
+// it first); any other refusal falls back to Classify.
+func MissingNamespace(ns string) func(op Op, err error) error {
+	return func(op Op, err error) error {
+		if op == OpCreate && apierrors.IsNotFound(err) {
+			return fail.Errorf(fail.Invalid, "namespace %q does not exist: create it first (%v)", ns, err)
+		}
+		return nil
+	}
 }

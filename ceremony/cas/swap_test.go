@@ -131,3 +131,15 @@ func TestSwapUnsettled(t *testing.T) {
 		t.Fatalf("lost answer (fault fired %d times): %v, want unavailable, mapped", f.Fired(), err)
 	}
 }
+
+// A create into a namespace that does not exist is the missing namespace
+// (invalid), said once for every ceremony by MissingNamespace.
+func TestSwapMissingNamespace(t *testing.T) {
+	var reviews []bool
+	s := swapTo(t, "no-such-namespace", "a", &reviews)
+	s.Refused = cas.MissingNamespace("no-such-namespace")
+	_, err := s.Do(context.Background())
+	if !fail.Is(err, fail.Invalid) || !strings.HasPrefix(err.Error(), `namespace "no-such-namespace" does not exist: create it first (`) {
+		t.Fatalf("create into a missing namespace: %v, want invalid naming it", err)
+	}
+}

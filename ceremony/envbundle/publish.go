@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
@@ -93,7 +92,7 @@ func Publish(ctx context.Context, o Options, b *envcarrier.Bundle, expected stri
 			}
 			return fmt.Sprintf("the Secret now holds another bundle (version %s)", cur.ResourceVersion)
 		},
-		Refused: o.refused,
+		Refused: cas.MissingNamespace(o.Namespace),
 	}
 	got, err := s.Do(ctx)
 	if err != nil {
@@ -136,14 +135,6 @@ func (o *Options) say(format string, args ...any) {
 	if o.Say != nil {
 		o.Say(format, args...)
 	}
-}
-
-// refused maps a create answered 404 to the missing namespace.
-func (o *Options) refused(op cas.Op, err error) error {
-	if op == cas.OpCreate && apierrors.IsNotFound(err) {
-		return fail.Errorf(fail.Invalid, "namespace %q does not exist: create it first (%v)", o.Namespace, err)
-	}
-	return nil
 }
 
 // Status is what inspect reports: whether the Secret exists and its

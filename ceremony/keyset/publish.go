@@ -6,12 +6,10 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/keyset/jwkset"
-	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
 // Options are a publisher's clients.
@@ -181,7 +179,7 @@ func (o *Options) read(ctx context.Context) (*current, error) {
 func (o *Options) swap(name, what string, check func(*corev1.Secret) error) *cas.Swap[*corev1.Secret] {
 	return &cas.Swap[*corev1.Secret]{
 		Client: o.Secrets, Name: name, What: what, FieldManager: FieldManager, Policy: cas.Resend, Say: o.Say,
-		Check: check, Refused: o.refused,
+		Check: check, Refused: cas.MissingNamespace(o.Namespace),
 	}
 }
 
@@ -258,12 +256,4 @@ func action(present bool) Action {
 		return Updated
 	}
 	return Created
-}
-
-// refused maps a create answered 404 to the missing namespace.
-func (o *Options) refused(op cas.Op, err error) error {
-	if op == cas.OpCreate && apierrors.IsNotFound(err) {
-		return fail.Errorf(fail.Invalid, "namespace %q does not exist: create it first (%v)", o.Namespace, err)
-	}
-	return nil
 }

@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
@@ -166,12 +165,7 @@ func Stage(ctx context.Context, o Options, d *delivery.Delivery, tok []byte) (*S
 			}
 			return fmt.Sprintf("the stage holds another token (resourceVersion %s)", cur.ResourceVersion)
 		},
-		Refused: func(op cas.Op, err error) error {
-			if op == cas.OpCreate && apierrors.IsNotFound(err) {
-				return fail.Errorf(fail.Invalid, "namespace %q does not exist: create it first (%v)", ns, err)
-			}
-			return nil
-		},
+		Refused: cas.MissingNamespace(ns),
 	}
 	got, err := s.Do(ctx)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
@@ -208,8 +207,8 @@ func (o *Options) swap(in intent.Intent, nm intent.Naming, w string) *cas.Swap[*
 			return "the pointer changed"
 		},
 		Refused: func(op cas.Op, err error) error {
-			if op == cas.OpCreate && apierrors.IsNotFound(err) {
-				return fail.Errorf(fail.Invalid, "namespace %q does not exist: create it first (%v); nothing was written", ns, err)
+			if err := cas.MissingNamespace(ns)(op, err); err != nil {
+				return fmt.Errorf("%w; nothing was written", err)
 			}
 			return nil
 		},
