@@ -50,18 +50,12 @@ type Delete struct {
 	// Get is the exact read of the object (a 404 is an error Get returns).
 	Get func(ctx context.Context) (metav1.Object, error)
 	// Say reports progress; nil is quiet.
-	Say func(format string, args ...any)
+	Say Progress
 	// DryRun sends dryRun=All (preflight): nothing is deleted.
 	DryRun bool
 	// SettleTimeout bounds the reads that settle an unknown outcome
 	// (default 30s), as Write's.
 	SettleTimeout time.Duration
-}
-
-func (d *Delete) say(format string, args ...any) {
-	if d.Say != nil {
-		d.Say(format, args...)
-	}
 }
 
 // Do deletes and settles. A precondition that no longer holds because
@@ -91,7 +85,7 @@ func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 		}
 		if unknown {
 			uncertain = true
-			d.say("%s: the answer to the delete did not arrive (after %s: %v); re-reading to decide", d.What, time.Since(start).Round(time.Millisecond), err)
+			d.Say.Printf("%s: the answer to the delete did not arrive (after %s: %v); re-reading to decide", d.What, time.Since(start).Round(time.Millisecond), err)
 		}
 		cur, present, rerr := settle(ctx, d.SettleTimeout, "delete "+d.What, func(ctx context.Context) (metav1.Object, bool, error) {
 			obj, err := d.Get(ctx)
@@ -114,7 +108,7 @@ func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 		case !present:
 			return AlreadyAbsent, nil
 		case string(cur.GetUID()) != d.UID:
-			d.say("%s: the name now holds another object (uid %s, not %s): left alone", d.What, cur.GetUID(), d.UID)
+			d.Say.Printf("%s: the name now holds another object (uid %s, not %s): left alone", d.What, cur.GetUID(), d.UID)
 			return Recreated, nil
 		case cur.GetDeletionTimestamp() != nil && !d.DryRun:
 			return Deleted, nil // terminating: our delete (or an equal one) was accepted
@@ -122,7 +116,7 @@ func (d *Delete) Do(ctx context.Context) (DeleteOutcome, error) {
 			if moves++; moves > rejudges {
 				return "", fail.Errorf(fail.Unavailable, "delete %s: its status kept changing (resourceVersion %s now, what was reviewed unchanged) through %d fenced deletes: not deleted; rerun", d.What, cur.GetResourceVersion(), rejudges+1)
 			}
-			d.say("%s: resourceVersion %s now, not %s, but what was reviewed is unchanged (status or bookkeeping only): deleting fenced on the new one", d.What, cur.GetResourceVersion(), rv)
+			d.Say.Printf("%s: resourceVersion %s now, not %s, but what was reviewed is unchanged (status or bookkeeping only): deleting fenced on the new one", d.What, cur.GetResourceVersion(), rv)
 			rv = cur.GetResourceVersion()
 			continue
 		case cur.GetResourceVersion() != rv && d.Unchanged != nil:

@@ -51,7 +51,7 @@ type Swap[T Object] struct {
 	Landed        func(cur T) bool
 	Describe      func(cur T, present bool) string
 	Refused       func(op Op, err error) error
-	Say           func(format string, args ...any)
+	Say           Progress
 	SettleTimeout time.Duration
 }
 

@@ -89,7 +89,7 @@ type Write[T Object] struct {
 	Refused func(op Op, err error) error
 	Policy  Policy
 	// Say reports progress (one line each); nil is quiet.
-	Say func(format string, args ...any)
+	Say Progress
 	// SettleTimeout bounds the reads that settle an unknown outcome
 	// (default 30s). They run even when ctx has expired, since a write cut
 	// off by the command's own deadline still needs its outcome decided.
@@ -102,12 +102,6 @@ type Result[T Object] struct {
 	// Settled is true when the outcome was decided by reading (a lost
 	// answer or a 409) and the object held exactly the intent.
 	Settled bool
-}
-
-func (w *Write[T]) say(format string, args ...any) {
-	if w.Say != nil {
-		w.Say(format, args...)
-	}
 }
 
 // Do writes and settles: success is only ever "the object now holds exactly
@@ -150,9 +144,9 @@ func (w *Write[T]) Do(ctx context.Context) (Result[T], error) {
 			if w.Policy == NoGuess {
 				return Result[T]{}, fail.Errorf(fail.Unavailable, "%s: the answer to the write did not arrive (after %s: %v): the write may or may not have landed; nothing was guessed", w.What, took, err)
 			}
-			w.say("%s: the answer to the write did not arrive (after %s: %v); re-reading to decide", w.What, took, err)
+			w.Say.Printf("%s: the answer to the write did not arrive (after %s: %v); re-reading to decide", w.What, took, err)
 		} else {
-			w.say("%s: the write was refused as a conflict (%v); re-reading to decide", w.What, err)
+			w.Say.Printf("%s: the write was refused as a conflict (%v); re-reading to decide", w.What, err)
 		}
 		cur, present, rerr := settle(ctx, w.SettleTimeout, w.What, func(ctx context.Context) (T, bool, error) {
 			return Read(ctx, w.Client, w.Desired.GetName(), w.What)
@@ -166,7 +160,7 @@ func (w *Write[T]) Do(ctx context.Context) (Result[T], error) {
 			}
 		}
 		if present && w.Landed(cur) {
-			w.say("%s: the write had landed (exact replay of our intent)", w.What)
+			w.Say.Printf("%s: the write had landed (exact replay of our intent)", w.What)
 			return Result[T]{Object: cur, Settled: true}, nil
 		}
 		unchanged := (w.Create && !present) || (!w.Create && present && cur.GetResourceVersion() == base)
@@ -181,7 +175,7 @@ func (w *Write[T]) Do(ctx context.Context) (Result[T], error) {
 			// 504 or a client timeout): never "nothing was written".
 			return Result[T]{}, fail.Errorf(fail.Unavailable, "%s: the write was not seen to land (%v): its outcome is unknown; rerunning settles it", w.What, err)
 		}
-		w.say("%s: the write was not seen to land and nothing moved: sending the same compare-and-swap again", w.What)
+		w.Say.Printf("%s: the write was not seen to land and nothing moved: sending the same compare-and-swap again", w.What)
 	}
 }
 
@@ -248,4 +242,15 @@ func settle[T any](ctx context.Context, timeout time.Duration, what string, read
 		return zero, false, fail.Errorf(fail.Unavailable, "%s: cannot re-read to settle the write (its outcome is unknown; rerun to settle it): %v", what, last)
 	}
 	return cur, present, nil
+}
+
+// Progress is where a ceremony says what it is doing (stderr in the CLI);
+// a nil Progress says nothing.
+type Progress func(format string, args ...any)
+
+// Printf says it, if anyone listens.
+func (p Progress) Printf(format string, args ...any) {
+	if p != nil {
+		p(format, args...)
+	}
 }

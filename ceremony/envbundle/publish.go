@@ -24,7 +24,7 @@ type Options struct {
 	// printed).
 	Hint string
 	// Say reports progress (never a name or a value); nil is quiet.
-	Say func(format string, args ...any)
+	Say cas.Progress
 }
 
 // Action is what a publish did.
@@ -102,12 +102,12 @@ func Publish(ctx context.Context, o Options, b *envcarrier.Bundle, expected stri
 	switch {
 	case got.Replayed:
 		res.Action = Replayed
-		o.say("%s already holds exactly this bundle (version %s): nothing to write", what, res.ResourceVersion)
+		o.Say.Printf("%s already holds exactly this bundle (version %s): nothing to write", what, res.ResourceVersion)
 		return res, nil
 	case got.Created:
 		res.Action = Created
 	}
-	o.say("%s: %s at version %s", what, res.Action, res.ResourceVersion)
+	o.Say.Printf("%s: %s at version %s", what, res.Action, res.ResourceVersion)
 	return res, nil
 }
 
@@ -129,12 +129,6 @@ func (o *Options) build(b *envcarrier.Bundle, expected string, cur *corev1.Secre
 		return SecretFor(o.Namespace, o.Name, b, cur), nil
 	}
 	return nil, fail.Errorf(fail.Conflict, "%s is at version %s, not the --expected-version %s: another publish replaced the state you expected; inspect it and decide again; nothing was written", what, cur.ResourceVersion, expected)
-}
-
-func (o *Options) say(format string, args ...any) {
-	if o.Say != nil {
-		o.Say(format, args...)
-	}
 }
 
 // Status is what inspect reports: whether the Secret exists and its

@@ -24,7 +24,7 @@ type Options struct {
 	// printed).
 	Hint string
 	// Say reports progress; nil is quiet.
-	Say func(format string, args ...any)
+	Say cas.Progress
 }
 
 // Action is what a publish did to one Secret.
@@ -71,12 +71,6 @@ type SecretResult struct {
 	// Settled: the write's answer was lost (or a 409) and reading the
 	// Secret showed it held exactly our intent.
 	Settled bool `json:"settled,omitempty"`
-}
-
-func (o *Options) say(format string, args ...any) {
-	if o.Say != nil {
-		o.Say(format, args...)
-	}
 }
 
 func (o *Options) access(verb, name string) access.Access {
@@ -210,7 +204,7 @@ func (o *Options) writeLedger(ctx context.Context, c *current, l *jwkset.Ledger,
 	if err != nil {
 		return SecretResult{}, fmt.Errorf("publish generation %d: %w", gen, err)
 	}
-	o.say("%s: records generation %d (digest %s)", o.ledgerWhat(), gen, nd)
+	o.Say.Printf("%s: records generation %d (digest %s)", o.ledgerWhat(), gen, nd)
 	return SecretResult{Name: LedgerSecret, Action: action(c.lgPresent), Settled: got.Settled}, nil
 }
 
@@ -247,7 +241,7 @@ func (o *Options) writeKeyset(ctx context.Context, c *current, next *jwkset.Keys
 	if err != nil {
 		return SecretResult{}, fmt.Errorf("the ledger records generation %d, but the keyset Secret was not written: rerun the same command to converge (the ledger now refuses any other generation %d and everything older): %w", next.Generation, next.Generation, err)
 	}
-	o.say("%s: holds generation %d (digest %s)", o.keysetWhat(), next.Generation, nd)
+	o.Say.Printf("%s: holds generation %d (digest %s)", o.keysetWhat(), next.Generation, nd)
 	return SecretResult{Name: KeysetSecret, Action: action(c.ksPresent), Settled: got.Settled}, nil
 }
 

@@ -84,7 +84,7 @@ func Discard(ctx context.Context, o Options, deliveryID string, abandon bool) (*
 	if res.Outcome, err = del.Do(ctx); err != nil {
 		return nil, err
 	}
-	o.say("%s: %s (%s)", what, res.Outcome, res.Reason)
+	o.Say.Printf("%s: %s (%s)", what, res.Outcome, res.Reason)
 	return res, nil
 }
 
@@ -101,7 +101,7 @@ func (o *Options) stageDeployment(ctx context.Context, what string, st *corev1.S
 	case !ok && o.DeploymentName == "":
 		return nil, fail.Errorf(fail.Invalid, "%s records no Deployment (staged by an older kubectl-ql3): pass --deployment NAME, the Worker Deployment it was staged for; nothing was deleted", what)
 	case !ok:
-		o.say("%s records no Deployment (staged by an older kubectl-ql3): judging it against %s, as --deployment says", what, o.deploymentWhat(o.DeploymentName))
+		o.Say.Printf("%s records no Deployment (staged by an older kubectl-ql3): judging it against %s, as --deployment says", what, o.deploymentWhat(o.DeploymentName))
 	case ns != o.Namespace || o.DeploymentName != "" && o.DeploymentName != name:
 		return nil, fail.Errorf(fail.Invalid, "%s was staged for Deployment %s/%s, not %s: pass -n %s (and --deployment %s, or none); nothing was deleted", what, ns, name, o.deploymentWhat(o.DeploymentName), ns, name)
 	default:
@@ -112,7 +112,7 @@ func (o *Options) stageDeployment(ctx context.Context, what string, st *corev1.S
 		return nil, err
 	}
 	if ok && string(dep.UID) != uid {
-		o.say("%s has UID %s, not the recorded %s: the stage's Deployment was deleted", o.deploymentWhat(o.DeploymentName), dep.UID, uid)
+		o.Say.Printf("%s has UID %s, not the recorded %s: the stage's Deployment was deleted", o.deploymentWhat(o.DeploymentName), dep.UID, uid)
 		return nil, nil
 	}
 	return dep, nil

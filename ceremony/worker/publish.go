@@ -181,7 +181,7 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	if err := o.verify(ctx, d, dn, tok, want); err != nil {
 		return nil, err
 	}
-	o.say("%s: rolled to credential %q (generation %d)", o.deploymentWhat(dn), d.CredentialID, d.Generation)
+	o.Say.Printf("%s: rolled to credential %q (generation %d)", o.deploymentWhat(dn), d.CredentialID, d.Generation)
 	return res, nil
 }
 
@@ -268,12 +268,12 @@ func (o *Options) publishSecret(ctx context.Context, d *delivery.Delivery, dep *
 			return false, fail.Errorf(fail.Conflict, "%s carries delivery %q but %s no longer holds its token: it was changed after the publication; inspect it; nothing was written", dwhat, d.DeliveryID, swhat)
 		}
 		res.Secret, res.DeploymentAction, res.SecretVersion, res.DeploymentVersion = "unchanged", "unchanged", sec.ResourceVersion, dep.ResourceVersion
-		o.say("%s already carries delivery %q and %s holds its token: nothing to write", dwhat, d.DeliveryID, swhat)
+		o.Say.Printf("%s already carries delivery %q and %s holds its token: nothing to write", dwhat, d.DeliveryID, swhat)
 		return true, nil
 	}
 	if present && holdsToken(sec, tok) {
 		res.Secret, res.SecretVersion = "unchanged", sec.ResourceVersion
-		o.say("%s already holds this delivery's token: not rewritten", swhat)
+		o.Say.Printf("%s already holds this delivery's token: not rewritten", swhat)
 		return false, nil
 	}
 	if err := o.mayReplace(d, sec, present, dep.Spec.Template.Annotations, target, swhat); err != nil {
@@ -288,7 +288,7 @@ func (o *Options) publishSecret(ctx context.Context, d *delivery.Delivery, dep *
 		return false, err
 	}
 	res.SecretVersion, res.Settled = got.Object.ResourceVersion, got.Settled
-	o.say("%s: %s", swhat, res.Secret)
+	o.Say.Printf("%s: %s", swhat, res.Secret)
 	return false, nil
 }
 
@@ -384,7 +384,7 @@ func (o *Options) roll(ctx context.Context, d *delivery.Delivery, dep *appsv1.De
 		if v == delivery.Replay {
 			return cas.Result[*appsv1.Deployment]{Object: cur, Settled: true}, nil
 		}
-		o.say("%s: only its status moved (resourceVersion %s): sending the update again on that version", dwhat, cur.ResourceVersion)
+		o.Say.Printf("%s: only its status moved (resourceVersion %s): sending the update again on that version", dwhat, cur.ResourceVersion)
 		dep = cur
 	}
 }

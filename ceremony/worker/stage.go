@@ -85,7 +85,7 @@ func (o *Options) checkRecorded(what string, st *corev1.Secret, dep *appsv1.Depl
 	case err != nil:
 		return err
 	case !ok:
-		o.say("%s records no Deployment (staged by an older kubectl-ql3): publishing to %s/%s, which its delivery names", what, dep.Namespace, dep.Name)
+		o.Say.Printf("%s records no Deployment (staged by an older kubectl-ql3): publishing to %s/%s, which its delivery names", what, dep.Namespace, dep.Name)
 		return nil
 	case ns != dep.Namespace || name != dep.Name:
 		return fail.Errorf(fail.Tamper, "%s records Deployment %s/%s, but its delivery targets %s/%s: the stage's annotations were changed; inspect it; nothing was written", what, ns, name, dep.Namespace, dep.Name)
@@ -175,10 +175,10 @@ func Stage(ctx context.Context, o Options, d *delivery.Delivery, tok []byte) (*S
 		UID: string(got.Object.UID), ResourceVersion: got.Object.ResourceVersion, Settled: got.Settled}
 	if got.Replayed {
 		res.Action = "replayed"
-		o.say("%s already holds exactly this delivery: nothing to write", what)
+		o.Say.Printf("%s already holds exactly this delivery: nothing to write", what)
 		return res, nil
 	}
-	o.say("%s: created (immutable)", what)
+	o.Say.Printf("%s: created (immutable)", what)
 	return res, nil
 }
 

@@ -83,7 +83,7 @@ type Options struct {
 	// Hint ends a missing-permission error.
 	Hint string
 	// Say reports progress (never a token); nil is quiet.
-	Say func(format string, args ...any)
+	Say cas.Progress
 	// Crash is called at the named points of publish ("after-secret":
 	// the credential Secret holds the token, the Deployment is not yet
 	// updated); the CLI passes crashpoint.At. Nil does nothing.
@@ -91,12 +91,6 @@ type Options struct {
 	// SettleTimeout bounds the reads that settle a lost answer (cas
 	// default when 0).
 	SettleTimeout time.Duration
-}
-
-func (o *Options) say(format string, args ...any) {
-	if o.Say != nil {
-		o.Say(format, args...)
-	}
 }
 
 func (o *Options) stageNS() string { return o.StageNamespace }

@@ -30,7 +30,7 @@ type Options struct {
 	// command line).
 	Hint, Settle string
 	// Say reports progress; nil is quiet.
-	Say func(format string, args ...any)
+	Say cas.Progress
 	// Now is the activation time (default time.Now).
 	Now func() time.Time
 
@@ -71,12 +71,6 @@ type Ref struct {
 	Name            string `json:"name"`
 	TargetDigest    string `json:"targetDigest"`
 	ResourceVersion string `json:"resourceVersion,omitempty"`
-}
-
-func (o *Options) say(format string, args ...any) {
-	if o.Say != nil {
-		o.Say(format, args...)
-	}
 }
 
 func what(nm intent.Naming, ns string) string {
@@ -160,13 +154,13 @@ func Activate(ctx context.Context, o Options, in intent.Intent) (*Result, error)
 	res := &Result{Pointer: Ref{Namespace: ns, Name: nm.Name, TargetDigest: nm.TargetDigest}, IntentDigest: id, Action: Updated, Settled: got.Settled}
 	switch {
 	case got.Replayed:
-		o.say("%s already holds exactly this intent (%s): nothing to write", w, in)
+		o.Say.Printf("%s already holds exactly this intent (%s): nothing to write", w, in)
 		res.Action = Replayed
 		return o.confirm(ctx, in, res)
 	case got.Created:
 		res.Action = Created
 	}
-	o.say("%s: %s (%s)", w, res.Action, in)
+	o.Say.Printf("%s: %s (%s)", w, res.Action, in)
 	return o.confirm(ctx, in, res)
 }
 
