@@ -1,12 +1,15 @@
 // Command workload is the test node's small workload: an HTTP server that
-// answers /healthz (and, with -get URL, its own exec probe), and, given -digest FILE, logs and serves (/digest) the
-// sha256 digest of that file as it reads it on each request — what a
-// process runs with, never the file's content. It exits 0 on SIGTERM.
+// answers /healthz (and, with -get URL, its own exec probe). Given -digest
+// FILE it logs and serves (/digest) the sha256 digest of that file as it
+// reads it on each request — what a process runs with, never the file's
+// content. Given -bundle FILE it does the same for a mounted environment
+// bundle (/bundle), which it also checks as a carrier in memory, the way a
+// consumer reads it: on each use, no cache. -copy and -record serve the
+// Worker's pod shape (modes.go). It exits 0 on SIGTERM.
 package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,24 +24,25 @@ import (
 func main() {
 	listen := flag.String("listen", ":8080", "address to serve on")
 	file := flag.String("digest", "", "file whose sha256 digest /digest reports")
+	bundle := flag.String("bundle", "", "environment bundle file whose sha256 digest /bundle reports, read and checked on each use")
 	get := flag.String("get", "", "instead of serving: GET this URL, exit 0 on 200 (an exec probe, as the image has no shell)")
+	into := flag.String("copy-into", "", "instead of serving: copy the arguments (files) into this directory, created 0700, each file 0400, and exit")
+	record := flag.String("record", "", "append this pod's name to this file (a volume) and log how many records it held before")
 	flag.Parse()
 	log.SetFlags(0)
-	if *get != "" {
+	switch {
+	case *get != "":
 		os.Exit(probe(*get))
+	case *into != "":
+		os.Exit(copyInto(*into, flag.Args()))
 	}
-	if *file != "" {
-		log.Printf("digest %s %s", *file, digest(*file))
+	if *record != "" {
+		log.Print(appendRecord(*record))
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/digest", func(w http.ResponseWriter, _ *http.Request) {
-		if *file == "" {
-			http.Error(w, "no -digest file", http.StatusNotFound)
-			return
-		}
-		fmt.Fprintln(w, digest(*file))
-	})
+	report(mux, "/digest", "digest", *file, digest)
+	report(mux, "/bundle", "bundle", *bundle, bundleDigest)
 	srv := &http.Server{Addr: *listen, Handler: mux}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -50,6 +54,21 @@ func main() {
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
+}
+
+// report logs "<what> FILE <sum(FILE)>" once at start (when file is set)
+// and serves path: sum(file) as read on each request, 404 without a file.
+func report(mux *http.ServeMux, path, what, file string, sum func(string) string) {
+	if file != "" {
+		log.Printf("%s %s %s", what, file, sum(file))
+	}
+	mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+		if file == "" {
+			http.Error(w, "no -"+what+" file", http.StatusNotFound)
+			return
+		}
+		fmt.Fprintln(w, sum(file))
+	})
 }
 
 // probe GETs url: 0 on HTTP 200, 1 otherwise.
@@ -66,13 +85,4 @@ func probe(url string) int {
 		return 1
 	}
 	return 0
-}
-
-// digest is "sha256:<hex>" of path's content, or "error: <reason>".
-func digest(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	return fmt.Sprintf("sha256:%x", sha256.Sum256(b))
 }
