@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 )
 
 // AuditEvent is the part of a kube-apiserver audit event (audit.k8s.io/v1,
@@ -31,6 +32,9 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestURI string `json:"requestURI"`
+	// StageTimestamp is when the API server reached Stage (microseconds,
+	// the machine's clock).
+	StageTimestamp time.Time `json:"stageTimestamp"`
 	// RequestObject is the request body, recorded for deletes only (their
 	// DeleteOptions: preconditions, dryRun).
 	RequestObject json.RawMessage `json:"requestObject,omitempty"`

@@ -308,10 +308,12 @@ func (cp *ControlPlane) startControllerManager() error {
 	}
 	// Only what tests need: workloads converge, namespaces delete; with a
 	// node, the node lifecycle controller lifts the not-ready taint the
-	// kubelet registers it with.
+	// kubelet registers it with, and the persistent volume binder binds
+	// the claims pods mount to the volumes a test creates (there is no
+	// dynamic provisioner).
 	controllers := "deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,job-controller,cronjob-controller,disruption-controller,namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,endpointslice-controller"
 	if cp.opts.Node {
-		controllers += ",node-lifecycle-controller"
+		controllers += ",node-lifecycle-controller,persistentvolume-binder-controller"
 	}
 	p, err := cp.run("kube-controller-manager", filepath.Join(cp.BinDir, "kube-controller-manager"),
 		"--kubeconfig="+kc,

@@ -4,7 +4,7 @@
 // reads it on each request — what a process runs with, never the file's
 // content. Given -bundle FILE it does the same for a mounted environment
 // bundle (/bundle), which it also checks as a carrier in memory, the way a
-// consumer reads it: on each use, no cache. -copy and -record serve the
+// consumer reads it: on each use, no cache. -copy-into and -record serve the
 // Worker's pod shape (modes.go). It exits 0 on SIGTERM.
 package main
 
@@ -27,7 +27,7 @@ func main() {
 	bundle := flag.String("bundle", "", "environment bundle file whose sha256 digest /bundle reports, read and checked on each use")
 	get := flag.String("get", "", "instead of serving: GET this URL, exit 0 on 200 (an exec probe, as the image has no shell)")
 	into := flag.String("copy-into", "", "instead of serving: copy the arguments (files) into this directory, created 0700, each file 0400, and exit")
-	record := flag.String("record", "", "append this pod's name to this file (a volume) and log how many records it held before")
+	recordFile := flag.String("record", "", "record this run's start and stop in this file (on a volume), locked while it runs, and log the earlier runs")
 	flag.Parse()
 	log.SetFlags(0)
 	switch {
@@ -36,9 +36,13 @@ func main() {
 	case *into != "":
 		os.Exit(copyInto(*into, flag.Args()))
 	}
-	if *record != "" {
-		log.Print(appendRecord(*record))
+	var rec *record
+	if *recordFile != "" {
+		var said string
+		rec, said = startRecord(*recordFile)
+		log.Print(said)
 	}
+	defer rec.stop()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	report(mux, "/digest", "digest", *file, digest)
@@ -52,7 +56,9 @@ func main() {
 	}()
 	log.Printf("serving on %s", *listen)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Fatal(err)
+		log.Print(err)
+		rec.stop()
+		os.Exit(1)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 )
@@ -45,6 +47,12 @@ func copyInto(dir string, files []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("directory %s mode %04o\n", dir, fi.Mode().Perm())
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -61,25 +69,65 @@ func copyInto(dir string, files []string) int {
 	return 0
 }
 
-// appendRecord appends the pod's name (its hostname) to path and says how
-// many records path held before: data a previous pod wrote to a volume.
-func appendRecord(path string) string {
-	before, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return "record error: " + err.Error()
-	}
-	n := strings.Count(string(before), "\n")
+// record is the -record file: the start and stop of every run, one line
+// each ("start HOST TIME", "stop HOST TIME", RFC 3339 with nanoseconds),
+// and an exclusive flock held for the process's life, so a run that starts
+// while another still runs on the same volume sees the lock taken.
+type record struct {
+	path string
+	f    *os.File
+	host string
+}
+
+// startRecord takes the lock (without waiting), reads the earlier runs,
+// appends this start, and says what it found: how many runs, when the last
+// one stopped ("never" if it did not record a stop), and whether the lock
+// was free.
+func startRecord(path string) (*record, string) {
 	host, _ := os.Hostname()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return "record error: " + err.Error()
+		return nil, "record error: " + err.Error()
 	}
-	defer f.Close()
-	if _, err := fmt.Fprintln(f, host); err != nil {
-		return "record error: " + err.Error()
+	lock := "free"
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock = "held by another process (" + err.Error() + ")"
 	}
-	if err := f.Sync(); err != nil {
-		return "record error: " + err.Error()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "record error: " + err.Error()
 	}
-	return fmt.Sprintf("record %s held %d records before %s", path, n, host)
+	runs, stopped := 0, "never"
+	for _, line := range strings.Split(strings.TrimSpace(string(before)), "\n") {
+		switch fields := strings.Fields(line); {
+		case len(fields) == 3 && fields[0] == "start":
+			runs, stopped = runs+1, "never"
+		case len(fields) == 3 && fields[0] == "stop":
+			stopped = fields[2]
+		}
+	}
+	r := &record{path: path, f: f, host: host}
+	now := r.append("start")
+	return r, fmt.Sprintf("record %s: %d earlier runs, the last stopped %s; lock %s; started %s", path, runs, stopped, lock, now)
+}
+
+// append writes "WHAT HOST TIME" and syncs it; it returns TIME.
+func (r *record) append(what string) string {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	if _, err := fmt.Fprintf(r.f, "%s %s %s\n", what, r.host, now); err != nil {
+		return "error: " + err.Error()
+	}
+	if err := r.f.Sync(); err != nil {
+		return "error: " + err.Error()
+	}
+	return now
+}
+
+// stop records this run's stop and releases the lock (closing the file).
+func (r *record) stop() {
+	if r == nil {
+		return
+	}
+	r.append("stop")
+	r.f.Close()
 }
