@@ -164,8 +164,9 @@ func bootstrap(t *testing.T, ns string) string {
 }
 
 // TestCredentialRollout publishes A → B → C and checks each on the
-// running Worker, then does the same job by hand (replace the Secret,
-// kubectl rollout restart, kubectl rollout status) and compares.
+// running Worker; publishes D through the plugin killed between its two
+// writes, then reruns it; then does the same job by hand (replace the
+// Secret, kubectl rollout restart, kubectl rollout status) and compares.
 func TestCredentialRollout(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
 	deployWorker(t, ns)
@@ -205,13 +206,20 @@ func TestCredentialRollout(t *testing.T) {
 	}
 	liveAudit(t, ns)
 
-	byHand, r := rolloutByHand(t, ns, prev, token("D"))
+	d := newDelivery(t, o, "d-d", "cred-d", ptr("cred-c"), 4)
+	r, rerun := crashAndRerun(t, buildCLI(t), ns, stageNS, prev, d, token("D"))
 	check(t, r, token("D"), len(steps))
+	replaced(t, ns, prev, r.pod.Name)
+	t.Logf("cred-d: publish killed between its writes left %s running; the rerun had cred-d running after %s", prev, rerun.Round(time.Millisecond))
+	runs, prev = append(runs, r), r.pod.Name
+
+	byHand, r := rolloutByHand(t, ns, prev, token("E"))
+	check(t, r, token("E"), len(steps)+1)
 	runs = append(runs, r)
 	for i, s := range steps {
 		t.Logf("ratio %s: publish → running %s / by hand %s = %.2f", s.d.CredentialID, took[i].Round(time.Millisecond), byHand.Round(time.Millisecond), float64(took[i])/float64(byHand))
 	}
-	noToken(t, ns, stageNS, runs, token("A"), token("B"), token("C"), token("D"))
+	noToken(t, ns, stageNS, runs, token("A"), token("B"), token("C"), token("D"), token("E"))
 }
 
 func ptr(s string) *string { return &s }
