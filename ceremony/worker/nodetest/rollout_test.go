@@ -102,8 +102,9 @@ func check(t *testing.T, r run, tok []byte, runs int) (stopped, started time.Tim
 
 // replaced waits until the pod prev is gone from the API, then reads from
 // the audit log when its deletion began and ended and when next was
-// created; the deletion must have begun before the create (Recreate).
-func replaced(t *testing.T, ns, prev, next string) (begun, gone, created time.Time) {
+// created: the deletion must have begun before the create (Recreate), and
+// prev must have left the API before next's process started (started).
+func replaced(t *testing.T, ns, prev, next string, started time.Time) (begun, gone, created time.Time) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := cp.Clientset().CoreV1().Pods(ns).Get(ctx, prev, metav1.GetOptions{})
@@ -131,6 +132,9 @@ func replaced(t *testing.T, ns, prev, next string) (begun, gone, created time.Ti
 	}
 	if begun.IsZero() || created.IsZero() || !begun.Before(created) {
 		t.Fatalf("pod %s deleted from %v, pod %s created %v: want the old deleted before the new was created", prev, begun, next, created)
+	}
+	if !gone.Before(started) {
+		t.Fatalf("pod %s left the API at %v, after pod %s's process started at %v", prev, gone, next, started)
 	}
 	return begun, gone, created
 }
@@ -194,7 +198,7 @@ func TestCredentialRollout(t *testing.T) {
 		r := waitRunning(t, ns, prev)
 		took = append(took, time.Since(start))
 		stopped, started := check(t, r, s.tok, i)
-		begun, gone, created := replaced(t, ns, prev, r.pod.Name)
+		begun, gone, created := replaced(t, ns, prev, r.pod.Name, started)
 		stop := "no earlier process"
 		if i > 0 {
 			stop = "old process stopped " + started.Sub(stopped).Round(time.Millisecond).String() + " before the new one started"
@@ -208,8 +212,8 @@ func TestCredentialRollout(t *testing.T) {
 
 	d := newDelivery(t, o, "d-d", "cred-d", ptr("cred-c"), 4)
 	r, rerun := crashAndRerun(t, buildCLI(t), ns, stageNS, prev, d, token("D"))
-	check(t, r, token("D"), len(steps))
-	replaced(t, ns, prev, r.pod.Name)
+	_, started := check(t, r, token("D"), len(steps))
+	replaced(t, ns, prev, r.pod.Name, started)
 	t.Logf("cred-d: publish killed between its writes left %s running; the rerun had cred-d running after %s", prev, rerun.Round(time.Millisecond))
 	runs, prev = append(runs, r), r.pod.Name
 
