@@ -3,8 +3,6 @@ package plugin
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,23 +45,13 @@ reports (and settles) it; "package rbac" prints the least privilege;
 
 // StageReport is what `kubectl ql3 package verify-stage -o json|yaml`
 // prints for a verified stage.
-type StageReport struct {
-	// IntentDigest is the verified intent's digest.
-	IntentDigest string `json:"intentDigest"`
-	// Evidence is what the stage proves; it equals the intent's five
-	// stage fields.
-	Evidence stagelayout.Evidence `json:"evidence"`
-	// Pointer is where the intent's active pointer lives.
-	Pointer intent.Naming `json:"pointer"`
-}
+type StageReport = stagelayout.Report
 
 type packageVerifyStageOptions struct {
-	streams     genericiooptions.IOStreams
-	intentFile  string
-	layout      string
-	trustedKeys []string
-	allowRefs   []string
-	output      string
+	streams    genericiooptions.IOStreams
+	intentFile string
+	stage      stageFlags
+	output     string
 }
 
 func newCmdPackageVerifyStage(streams genericiooptions.IOStreams) *cobra.Command {
@@ -99,14 +87,9 @@ The format and every check are in docs/package-pointer.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.intentFile, "intent", "", "activation intent `FILE` (qinglong/plugin-package-activation-intent@v1 JSON)")
-	f.StringVar(&o.layout, "layout", "", "OCI image layout directory `DIR` holding the stage")
-	f.StringArrayVar(&o.trustedKeys, "trusted-key", nil, "`FILE` holding an Ed25519 public key (PKIX PEM) a stage receipt may be signed by (repeatable)")
-	f.StringArrayVar(&o.allowRefs, "allow-ref", nil, "stage `REF` the intent may name: a repository NAME or NAME@sha256:<hex> (repeatable)")
+	o.stage.add(cmd)
 	f.StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
-	for _, name := range []string{"intent", "layout", "trusted-key", "allow-ref"} {
-		_ = cmd.MarkFlagRequired(name)
-	}
-	_ = cmd.MarkFlagDirname("layout")
+	_ = cmd.MarkFlagRequired("intent")
 	registerOutputCompletion(cmd, outputJSON, outputYAML)
 	return cmd
 }
@@ -116,14 +99,14 @@ func (o *packageVerifyStageOptions) Validate() error {
 	switch {
 	case o.intentFile == "":
 		return fail.Errorf(fail.Invalid, "--intent is required")
-	case o.layout == "":
+	case o.stage.layout == "":
 		return fail.Errorf(fail.Invalid, "--layout is required")
-	case len(o.trustedKeys) == 0:
+	case len(o.stage.trustedKeys) == 0:
 		return fail.Errorf(fail.Invalid, "--trusted-key is required: an unsigned stage proves nothing")
-	case len(o.allowRefs) == 0:
+	case len(o.stage.allowRefs) == 0:
 		return fail.Errorf(fail.Invalid, "--allow-ref is required")
 	}
-	for _, a := range o.allowRefs {
+	for _, a := range o.stage.allowRefs {
 		if intent.CheckName("--allow-ref", a) != nil && intent.CheckReference("--allow-ref", a) != nil {
 			return fail.Errorf(fail.Invalid, "--allow-ref %q is neither a repository name nor NAME@sha256:<64 hex>", a)
 		}
@@ -136,31 +119,16 @@ func (o *packageVerifyStageOptions) Run() error {
 	if err != nil {
 		return err
 	}
-	var keys []ed25519.PublicKey
-	for _, file := range o.trustedKeys {
-		data, err := readBounded(file, 64<<10)
-		if err != nil {
-			return fail.Errorf(fail.Invalid, "--trusted-key %s: %w", file, err)
-		}
-		k, err := stagelayout.ParsePublicKey(file, data)
-		if err != nil {
-			return fmt.Errorf("--trusted-key: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	v := &stagelayout.Verifier{Layout: o.layout, TrustedKeys: keys, Allow: o.allowRefs}
-	ev, err := v.Verify(in)
+	keys, err := readTrustedKeys(o.stage.trustedKeys)
 	if err != nil {
 		return err
 	}
-	rep := StageReport{Evidence: ev}
-	if rep.IntentDigest, err = intent.Digest(in); err != nil {
+	v := &stagelayout.Verifier{Layout: o.stage.layout, TrustedKeys: keys, Allow: o.stage.allowRefs}
+	rep, err := v.Check(in)
+	if err != nil {
 		return err
 	}
-	if rep.Pointer, err = intent.NamingOf(in); err != nil {
-		return err
-	}
-	return printStageReport(o.streams.Out, o.output, rep)
+	return printStageReport(o.streams.Out, o.output, *rep)
 }
 
 // readIntent reads and parses an intent file; every failure is invalid
@@ -240,8 +208,18 @@ func (s *stageFlags) verifier() (*stagelayout.Verifier, error) {
 	case len(s.allowRefs) == 0:
 		return nil, fail.Errorf(fail.Invalid, "--allow-ref is required")
 	}
+	keys, err := readTrustedKeys(s.trustedKeys)
+	if err != nil {
+		return nil, err
+	}
+	v := &stagelayout.Verifier{Layout: s.layout, TrustedKeys: keys, Allow: s.allowRefs}
+	return v, v.Validate()
+}
+
+// readTrustedKeys reads the --trusted-key files.
+func readTrustedKeys(files []string) ([]ed25519.PublicKey, error) {
 	var keys []ed25519.PublicKey
-	for _, file := range s.trustedKeys {
+	for _, file := range files {
 		data, err := readBounded(file, 64<<10)
 		if err != nil {
 			return nil, fail.Errorf(fail.Invalid, "--trusted-key %s: %w", file, err)
@@ -252,8 +230,7 @@ func (s *stageFlags) verifier() (*stagelayout.Verifier, error) {
 		}
 		keys = append(keys, k)
 	}
-	v := &stagelayout.Verifier{Layout: s.layout, TrustedKeys: keys, Allow: s.allowRefs}
-	return v, v.Validate()
+	return keys, nil
 }
 
 // pointerOptions resolves the clients of ns for the pointer commands.
@@ -465,10 +442,43 @@ func (o *packageIntentOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	req, err := o.request()
+	if err != nil {
+		return err
+	}
+	po, err := pointerOptions(o.flags, req.Namespace, v, "", o.streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	p, err := pointer.Propose(ctx, po, v, req)
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(p.Intent, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := o.streams.Out.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	in, cur := p.Intent, p.Current
+	switch {
+	case cur == nil:
+		fmt.Fprintf(o.streams.ErrOut, "intent: generation 1 of %s (no active pointer %s yet)\n", in, p.Naming.Name)
+	case pointer.Same(cur.Intent, in):
+		fmt.Fprintf(o.streams.ErrOut, "intent: this stage is already active as %s: this is the active intent (activate replays it)\n", in)
+	default:
+		fmt.Fprintf(o.streams.ErrOut, "intent: %s, replacing lock %s (generation %d)\n", in, cur.Intent.LockDigest, cur.Intent.Generation)
+	}
+	return nil
+}
+
+// request checks the flags and reads the lock.
+func (o *packageIntentOptions) request() (pointer.ProposeRequest, error) {
 	repo := o.stageRepo
 	if repo == "" {
 		if len(o.stage.allowRefs) != 1 {
-			return fail.Errorf(fail.Invalid, "--stage-repo: give the stage's repository NAME (there is not exactly one --allow-ref to take it from)")
+			return pointer.ProposeRequest{}, fail.Errorf(fail.Invalid, "--stage-repo: give the stage's repository NAME (there is not exactly one --allow-ref to take it from)")
 		}
 		repo = o.stage.allowRefs[0]
 		if name, _, err := intent.SplitReference(repo); err == nil {
@@ -476,77 +486,26 @@ func (o *packageIntentOptions) Run(ctx context.Context) error {
 		}
 	}
 	if err := intent.CheckName("--stage-repo", repo); err != nil {
-		return err
+		return pointer.ProposeRequest{}, err
 	}
 	for _, f := range []struct{ flag, v string }{{"--project", o.project}, {"--package", o.pkg}} {
 		if err := intent.CheckID(f.flag, f.v); err != nil {
-			return err
+			return pointer.ProposeRequest{}, err
 		}
 	}
 	ns, err := namespace(o.flags)
 	if err != nil {
-		return err
+		return pointer.ProposeRequest{}, err
 	}
 	if err := intent.CheckID("-n", ns); err != nil {
-		return err
+		return pointer.ProposeRequest{}, err
 	}
-	lockBytes, err := readBounded(o.lockFile, 16<<20)
+	lock, err := readBounded(o.lockFile, 16<<20)
 	if err != nil {
-		return fail.Errorf(fail.Invalid, "--lock %s: %w", o.lockFile, err)
+		return pointer.ProposeRequest{}, fail.Errorf(fail.Invalid, "--lock %s: %w", o.lockFile, err)
 	}
-	lockDigest := canon.DigestPrefix + sha256Hex(lockBytes)
-	manifest, err := v.FindStage(lockDigest)
-	if err != nil {
-		return fmt.Errorf("--lock %s: %w", o.lockFile, err)
-	}
-	ev, err := v.Read(repo+"@"+manifest, "")
-	if err != nil {
-		return err
-	}
-	po, err := pointerOptions(o.flags, ns, v, "", o.streams.ErrOut)
-	if err != nil {
-		return err
-	}
-	id, err := pointer.ReadClusterIdentity(ctx, po.Namespaces)
-	if err != nil {
-		return err
-	}
-	t := intent.Target{ClusterIdentity: id, Namespace: ns, ProjectID: o.project, PackageID: o.pkg}
-	draft, err := pointer.Next(t, nil, ev)
-	if err != nil {
-		return err
-	}
-	nm, err := intent.NamingOf(draft)
-	if err != nil {
-		return err
-	}
-	cur, _, err := pointer.Current(ctx, po, nm, ns)
-	if err != nil {
-		return err
-	}
-	in, err := pointer.Next(t, cur, ev)
-	if err != nil {
-		return err
-	}
-	if _, err := v.Verify(in); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(in, "", "  ")
-	if err != nil {
-		return err
-	}
-	if _, err := o.streams.Out.Write(append(data, '\n')); err != nil {
-		return err
-	}
-	switch {
-	case cur == nil:
-		fmt.Fprintf(o.streams.ErrOut, "intent: generation 1 of %s (no active pointer %s yet)\n", in, nm.Name)
-	case pointer.Same(cur.Intent, in):
-		fmt.Fprintf(o.streams.ErrOut, "intent: this stage is already active as %s: this is the active intent (activate replays it)\n", in)
-	default:
-		fmt.Fprintf(o.streams.ErrOut, "intent: %s, replacing lock %s (generation %d)\n", in, cur.Intent.LockDigest, cur.Intent.Generation)
-	}
-	return nil
+	return pointer.ProposeRequest{Namespace: ns, ProjectID: o.project, PackageID: o.pkg, Lock: lock,
+		LockName: "--lock " + o.lockFile, StageRepo: repo}, nil
 }
 
 type packageRBACOptions struct {
@@ -647,10 +606,4 @@ func (o *packageRBACOptions) Run(ctx context.Context) error {
 	}
 	objs := pointer.RBAC(nm, in.Namespace, pointer.Subject{User: o.bindUser, Group: o.bindGroup})
 	return printRBAC(o.streams.Out, o.output, objs)
-}
-
-// sha256Hex is the hex SHA-256 of data (an OCI digest without its prefix).
-func sha256Hex(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
 }
