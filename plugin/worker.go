@@ -8,9 +8,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -18,7 +15,6 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker"
 	auditworker "github.com/qinglong/kubectl-ql3/ceremony/worker/audit"
@@ -377,11 +373,10 @@ audit"). Any finding exits 2 after the report is printed.`,
 					return err
 				}
 			case len(args) == 0 && o.dep != "" && !o.deployable:
-				objs, err := o.live(cmd.Context())
-				if err != nil {
+				var err error
+				if rep, err = o.live(cmd.Context()); err != nil {
 					return err
 				}
-				rep = auditworker.Check("live", objs, auditworker.Live)
 			default:
 				return fail.Errorf(fail.Invalid, "give a DIR, or --deployment NAME (with -n) for the live objects, not both (--deployable applies to DIR)")
 			}
@@ -408,9 +403,8 @@ audit"). Any finding exits 2 after the report is printed.`,
 	return cmd
 }
 
-// live reads the Deployment and the claims it names (exact reads; no list,
-// no Secret).
-func (o *workerAuditOptions) live(ctx context.Context) ([]*unstructured.Unstructured, error) {
+// live audits the live Worker Deployment of -n.
+func (o *workerAuditOptions) live(ctx context.Context) (*auditworker.Report, error) {
 	ns, err := namespace(o.flags)
 	if err != nil {
 		return nil, err
@@ -422,35 +416,7 @@ func (o *workerAuditOptions) live(ctx context.Context) ([]*unstructured.Unstruct
 	if err != nil {
 		return nil, err
 	}
-	dep, err := cs.AppsV1().Deployments(ns).Get(ctx, o.dep, metav1.GetOptions{})
-	if err != nil {
-		return nil, cas.Classify(cas.OpRead, "read Deployment "+ns+"/"+o.dep, err)
-	}
-	dep.APIVersion, dep.Kind = "apps/v1", "Deployment"
-	objs := []runtime.Object{dep}
-	for _, v := range dep.Spec.Template.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
-			continue
-		}
-		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
-		if err != nil {
-			if cas.Unknown(err) {
-				return nil, cas.Classify(cas.OpRead, "read PersistentVolumeClaim", err)
-			}
-			continue // absent: the state-pvc rule reports it
-		}
-		pvc.APIVersion, pvc.Kind = "v1", "PersistentVolumeClaim"
-		objs = append(objs, pvc)
-	}
-	var out []*unstructured.Unstructured
-	for _, obj := range objs {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
-	return out, nil
+	return worker.AuditLive(ctx, worker.Live{Namespace: ns, Deployments: cs.AppsV1().Deployments(ns), Claims: cs.CoreV1().PersistentVolumeClaims(ns)}, o.dep)
 }
 
 func printWorkerReport(out io.Writer, rep *auditworker.Report) error {
