@@ -39,26 +39,45 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 
-	root.AddCommand(
-		newCmdVersion(flags, streams),
-		newCmdRender(flags, streams), newCmdLock(flags, streams),
-		newCmdHead(flags, streams),
-		newCmdPreflight(flags, streams),
-		newCmdApply(flags, streams, false),
-		newCmdApply(flags, streams, true),
-		newCmdRollback(flags, streams),
-		newCmdDiff(flags, streams), newCmdStatus(flags, streams), newCmdHistory(flags, streams),
-		newCmdRBAC(flags, streams),
-		newCmdReceipt(streams),
-		newCmdOperation(streams),
-		newCmdKeyset(flags, streams),
-		newCmdEnvBundle(flags, streams),
-		newCmdPackage(flags, streams),
-		newCmdWorker(flags, streams),
-		newCmdCache(streams),
+	addGroups(root,
+		group{"ceremony", "Deployment ceremony (the Head):", []*cobra.Command{
+			newCmdLock(flags, streams), newCmdPreflight(flags, streams), newCmdApply(flags, streams, false),
+			newCmdRollback(flags, streams), newCmdApply(flags, streams, true), newCmdHead(flags, streams), newCmdRBAC(flags, streams)}},
+		group{"views", "Read-only views:", []*cobra.Command{
+			newCmdRender(flags, streams), newCmdDiff(flags, streams), newCmdStatus(flags, streams), newCmdHistory(flags, streams)}},
+		group{"siblings", "Sibling ceremonies:", []*cobra.Command{
+			newCmdPackage(flags, streams), newCmdKeyset(flags, streams), newCmdWorker(flags, streams),
+			newCmdEnvBundle(flags, streams), newCmdOperation(streams)}},
+		group{"audits", "Offline audits:", []*cobra.Command{newCmdReceipt(streams)}},
+		group{groupOther, "Other commands:", []*cobra.Command{newCmdCache(streams), newCmdVersion(flags, streams)}},
 	)
+	root.SetHelpCommandGroupID(groupOther)
+	root.SetCompletionCommandGroupID(groupOther)
 	classifyUsageErrors(root)
 	return root
+}
+
+// groupOther holds what is not a ceremony, a view or an audit: cache,
+// version, and cobra's completion and help.
+const groupOther = "other"
+
+// group is a command group of `kubectl ql3 --help`.
+type group struct {
+	id, title string
+	cmds      []*cobra.Command
+}
+
+// addGroups adds each group and its commands to root, so that --help
+// lists the deployment ceremony, the views, the sibling ceremonies and the
+// offline audits apart.
+func addGroups(root *cobra.Command, groups ...group) {
+	for _, g := range groups {
+		root.AddGroup(&cobra.Group{ID: g.id, Title: g.title})
+		for _, c := range g.cmds {
+			c.GroupID = g.id
+			root.AddCommand(c)
+		}
+	}
 }
 
 // classifyUsageErrors makes every usage error cobra itself returns —

@@ -3,6 +3,8 @@ package plugin_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // Usage errors that cobra itself detects (missing required flags, too many
@@ -29,5 +31,40 @@ func TestUsageErrorsAreInvalid(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want exit 2 and one `error: ` line with %q", code, stderr, tt.stderr)
 			}
 		})
+	}
+}
+
+// `kubectl ql3 --help` lists the commands by what they are: the deployment
+// ceremony, the read-only views, the sibling ceremonies, the offline audits
+// and the rest — every command in exactly one group.
+func TestHelpGroups(t *testing.T) {
+	out, stderr, code := run(t, nil, "--help")
+	if code != 0 {
+		t.Fatalf("--help: exit %d\n%s", code, stderr)
+	}
+	want := map[string][]string{
+		"Deployment ceremony (the Head):": {"apply", "head", "lock", "preflight", "rbac", "resume", "rollback"},
+		"Read-only views:":                {"diff", "history", "render", "status"},
+		"Sibling ceremonies:":             {"env-bundle", "keyset", "operation", "package", "worker"},
+		"Offline audits:":                 {"receipt"},
+		"Other commands:":                 {"cache", "completion", "help", "version"},
+	}
+	got := map[string][]string{}
+	title := ""
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case line == "":
+			title = ""
+		case !strings.HasPrefix(line, " "):
+			title = line
+		case want[title] != nil:
+			got[title] = append(got[title], strings.Fields(line)[0])
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("--help groups (-want +got):\n%s\n%s", diff, out)
+	}
+	if strings.Contains(out, "Additional Commands:") || strings.Contains(out, "Available Commands:") {
+		t.Errorf("a command is outside every group:\n%s", out)
 	}
 }
