@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
@@ -46,20 +47,23 @@ func proxied(t *testing.T, ns string, wrap func(http.RoundTripper) http.RoundTri
 	return []string{"KUBECONFIG=" + kc}
 }
 
-// A write whose answer is held past --request-timeout reached the server:
-// at every mutation point the built binary settles it by re-reading
-// (never "nothing was written"), and a rerun converges on the same
-// committed generation, a third run being a replay.
+// A write whose answer is held past --request-timeout reached the server
+// (the proxy forwards it and holds only the answer): at every mutation
+// point the built binary settles it by re-reading — never "nothing was
+// written" — and finishes: exit 0, the generation committed, so that a
+// rerun is a replay.
 func TestRequestTimeoutAtEveryMutationPoint(t *testing.T) {
+	const landed, reapplied = "the write had landed (exact replay of our intent)", "applying again (server-side apply is idempotent)"
 	points := []struct {
 		name    string
 		upgrade bool
 		match   func(ns string) faults.Match
+		settled string // how stderr says the held write was settled
 	}{
-		{"head create", false, func(ns string) faults.Match { return headWrite(ns, http.MethodPost, "applying") }},
-		{"head acquire", true, func(ns string) faults.Match { return headWrite(ns, http.MethodPut, "applying") }},
-		{"object apply", false, func(ns string) faults.Match { return faults.Write(http.MethodPatch, "/namespaces/"+ns+"/deployments/") }},
-		{"head commit", true, func(ns string) faults.Match { return headWrite(ns, http.MethodPut, "committed") }},
+		{"head create", false, func(ns string) faults.Match { return headWrite(ns, http.MethodPost, "applying") }, landed},
+		{"head acquire", true, func(ns string) faults.Match { return headWrite(ns, http.MethodPut, "applying") }, landed},
+		{"object apply", false, func(ns string) faults.Match { return faults.Write(http.MethodPatch, "/namespaces/"+ns+"/deployments/") }, reapplied},
+		{"head commit", true, func(ns string) faults.Match { return headWrite(ns, http.MethodPut, "committed") }, landed},
 	}
 	for _, pt := range points {
 		t.Run(pt.name, func(t *testing.T) {
@@ -82,27 +86,20 @@ func TestRequestTimeoutAtEveryMutationPoint(t *testing.T) {
 			if f.Fired() != 1 {
 				t.Fatalf("the delay fired %d times: the test exercised nothing\n%s", f.Fired(), stderr)
 			}
-			if code != 0 && code != 4 {
-				t.Fatalf("apply with an answer held past --request-timeout: exit %d, want 0 or 4\n%s\n%s", code, out, stderr)
+			if code != 0 {
+				t.Fatalf("apply with an answer held past --request-timeout: exit %d, want 0 (the write landed; settled by reading)\n%s\n%s", code, out, stderr)
 			}
-			if !strings.Contains(stderr, "did not arrive") {
-				t.Errorf("stderr does not say the answer did not arrive:\n%s", stderr)
+			if !strings.Contains(stderr, "did not arrive") || !strings.Contains(stderr, pt.settled) {
+				t.Errorf("stderr does not say the answer did not arrive and %q:\n%s", pt.settled, stderr)
 			}
 			if strings.Contains(stderr, "nothing was written") {
 				t.Errorf("a write that reached the server was called not written:\n%s", stderr)
 			}
-			// Rerun: converges on the same generation (resume if applying).
-			verb := "apply"
-			if h := headOf(t, ns); h.Phase == deploy.PhaseApplying {
-				verb = "resume"
-			}
-			mustRun(t, nil, verb, "--preflight", pf, "--receipts-dir", rdir)
-			h := headOf(t, ns)
-			if h.Phase != deploy.PhaseCommitted || h.Generation != gen {
-				t.Fatalf("after rerun: generation %d %s, want %d committed", h.Generation, h.Phase, gen)
+			if h := headOf(t, ns); h.Phase != deploy.PhaseCommitted || h.Generation != gen {
+				t.Fatalf("after apply: generation %d %s, want %d committed", h.Generation, h.Phase, gen)
 			}
 			if out := mustRun(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir); !strings.Contains(out, "replayed") {
-				t.Fatalf("third run: %s", out)
+				t.Fatalf("rerun: %s", out)
 			}
 		})
 	}
@@ -221,15 +218,12 @@ func TestAdmissionDenialIsInvalid(t *testing.T) {
 	t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}) })
 	// Wait until the policy is in force (it is loaded asynchronously).
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ql3-config", Namespace: ns}}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	inForce := func(ctx context.Context) (bool, error) {
 		_, err := cp.Clientset().CoreV1().ConfigMaps(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the policy never came into force: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, inForce); err != nil {
+		t.Fatalf("the policy never came into force: %v", err)
 	}
 
 	_, stderr, code := run(t, nil, "apply", "--preflight", pf, "--receipts-dir", t.TempDir())
