@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 )
@@ -234,18 +235,22 @@ func requireGranted(t *testing.T, user string, printed []*unstructured.Unstructu
 // deadline has passed.
 func allowedBy(t *testing.T, cs kubernetes.Interface, ra authorizationv1.ResourceAttributes, deadline time.Time) bool {
 	t.Helper()
-	for {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	var reviewErr error
+	allowed := func(ctx context.Context) (bool, error) {
 		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}
-		got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), r, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("SelfSubjectAccessReview %+v: %v", ra, err)
+		got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
+		if err != nil && ctx.Err() == nil {
+			reviewErr = err
+			return false, err
 		}
-		if got.Status.Allowed {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil && got.Status.Allowed, nil
 	}
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, allowed); reviewErr != nil {
+		t.Fatalf("SelfSubjectAccessReview %+v: %v", ra, reviewErr)
+	} else if err != nil {
+		return false
+	}
+	return true
 }

@@ -195,13 +195,15 @@ func TestCLIRetireKillThenResume(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(stderr.String(), "ql3-features deleted") {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("apply never reached the delete of the held ConfigMap:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	// Kill once the held ConfigMap is terminating: apply has sent its
+	// delete and now waits for it to be gone (an event on the server).
+	terminating := func(ctx context.Context) (bool, error) {
+		cm, err := cms.Get(ctx, "ql3-features", metav1.GetOptions{})
+		return err == nil && cm.DeletionTimestamp != nil, nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, terminating); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("apply never deleted the held ConfigMap: %v\n%s", err, stderr.String())
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
