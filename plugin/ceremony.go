@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/util/flowcontrol"
@@ -277,26 +276,17 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	req := deploy.PreflightRequest{
 		Dir: o.dir, Transition: o.kind, Expected: exp, ForceConflicts: o.force, Out: o.out,
 	}
+	var res *deploy.PreflightResult
 	var diff *views.DiffReport
 	if o.diff {
-		req.Diff = func(ctx context.Context, objs, dryRun []*unstructured.Unstructured, fm string, force bool) (string, error) {
-			diff, err = views.Diff(ctx, co.Cluster, views.DiffRequest{Objects: objs, DryRun: dryRun, FieldManager: fm, ForceConflicts: force, Parallelism: co.Parallelism})
-			if err != nil {
-				return "", err
-			}
-			return diff.Digest, nil
-		}
+		res, diff, err = views.PreflightWithDiff(ctx, co, req)
+	} else {
+		res, err = deploy.RunPreflight(ctx, co, req)
 	}
-	res, err := deploy.RunPreflight(ctx, co, req)
 	if err != nil {
 		return err
 	}
 	if diff != nil {
-		diff.Namespace, diff.Version = res.Record.Target.Namespace, res.Record.Release.Version
-		// What the record's retire binds, as diff lists it.
-		for _, r := range res.Record.Retired {
-			diff.Retire = append(diff.Retire, views.WouldRetire{Object: r.ID, UID: r.UID, ResourceVersion: r.ResourceVersion})
-		}
 		if o.cf.output != "" && o.cf.output != outputName {
 			return o.cf.print(o.streams.Out, struct {
 				*deploy.PreflightResult
@@ -470,15 +460,9 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pf, err := deploy.RunPreflight(ctx, co, deploy.PreflightRequest{Dir: o.dir, Transition: deploy.TransitionRollback, Expected: exp, Out: o.out})
+	res, err := deploy.RunRollback(ctx, co, deploy.PreflightRequest{Dir: o.dir, Expected: exp, Out: o.out})
 	if err != nil {
 		return err
-	}
-	// The release the preflight just rendered and verified is applied as
-	// is: one render per rollback.
-	res, err := deploy.RunApply(ctx, co, pf.ApplyRequest())
-	if err != nil {
-		return fmt.Errorf("%w (preflight record %s: `kubectl ql3 resume --preflight %s` continues)", err, pf.Path, pf.Path)
 	}
 	return o.cf.print(o.streams.Out, res, func() { printApplyResult(o.streams.Out, res) })
 }

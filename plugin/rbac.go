@@ -2,17 +2,13 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
-	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
 type rbacOptions struct {
@@ -85,24 +81,7 @@ func (o *rbacOptions) Run(ctx context.Context) error {
 		return err
 	}
 	opts.Mapper = mapper
-	rel, lock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), o.dir, opts)
-	if err != nil {
-		return err
-	}
-	var retired []*unstructured.Unstructured
-	if o.retireOld != "" {
-		old, oldLock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), o.retireOld, opts)
-		if err != nil {
-			return fmt.Errorf("--retire-from: %w", err)
-		}
-		if oldLock.Target != lock.Target {
-			return fail.Errorf(fail.Invalid, "--retire-from %q targets %+v, not the release's %+v", o.retireOld, oldLock.Target, lock.Target)
-		}
-		if retired = deploy.RetiredObjects(old.Objects, rel.Objects); len(retired) == 0 {
-			return fail.Errorf(fail.Invalid, "--retire-from %q: the release keeps every object of it: nothing to retire", o.retireOld)
-		}
-	}
-	objs, err := deploy.RBACRetire(rel.Objects, retired, lock.Target.Namespace, mapper, deploy.RBACSubject{User: o.bindUser, Group: o.bindGroup})
+	objs, err := deploy.ReleaseRBAC(filesys.MakeFsOnDisk(), o.dir, o.retireOld, opts, deploy.RBACSubject{User: o.bindUser, Group: o.bindGroup})
 	if err != nil {
 		return err
 	}

@@ -103,16 +103,7 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	}
 	if o.cf.output == outputName {
 		// -o name: the objects that would be created, changed or retired.
-		var ids []inventory.Identity
-		for _, ch := range rep.Objects {
-			if ch.Change != views.Unchanged {
-				ids = append(ids, ch.Object)
-			}
-		}
-		for _, r := range rep.Retire {
-			ids = append(ids, r.Object)
-		}
-		if err := printIdentityNames(o.streams.Out, ids); err != nil {
+		if err := printIdentityNames(o.streams.Out, rep.Changing()); err != nil {
 			return err
 		}
 	} else if err := o.cf.print(o.streams.Out, rep, func() { printDiff(o.streams.Out, rep) }); err != nil {
@@ -356,25 +347,7 @@ flagged (exit 5).`,
 }
 
 func (o *historyOptions) Run(ctx context.Context) error {
-	var head *deploy.Head
-	ns := ""
-	if o.online {
-		var err error
-		if ns, err = namespace(o.flags); err != nil {
-			return err
-		}
-		cl, err := viewCluster(o.flags)
-		if err != nil {
-			return err
-		}
-		if head, err = deploy.ReadHead(ctx, cl, ns); err != nil {
-			return err
-		}
-		if head == nil {
-			return fail.Errorf(fail.Invalid, "head %s/%s: absent: nothing is deployed in namespace %q (wrong -n?)", ns, deploy.HeadName, ns)
-		}
-	}
-	rep, err := views.History(o.dir, head, ns)
+	rep, err := o.history(ctx)
 	if err != nil {
 		return err
 	}
@@ -387,6 +360,22 @@ func (o *historyOptions) Run(ctx context.Context) error {
 		return err
 	}
 	return rep.Err()
+}
+
+// history audits the receipts offline, or with -n against the Head.
+func (o *historyOptions) history(ctx context.Context) (*views.HistoryReport, error) {
+	if !o.online {
+		return views.History(o.dir, nil, "")
+	}
+	ns, err := namespace(o.flags)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := viewCluster(o.flags)
+	if err != nil {
+		return nil, err
+	}
+	return views.HistoryAtHead(ctx, cl, o.dir, ns)
 }
 
 func printHistory(w io.Writer, rep *views.HistoryReport) {

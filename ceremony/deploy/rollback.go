@@ -1,0 +1,24 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+)
+
+// RunRollback is `kubectl ql3 rollback DIR`: the preflight of the
+// transition rollback (its record written, never replaced, so that a crash
+// can be resumed), then the apply of the release that preflight rendered
+// and verified, as is: one render per rollback. An apply that fails names
+// the record and the resume that continues it.
+func RunRollback(ctx context.Context, o Options, req PreflightRequest) (*ApplyResult, error) {
+	req.Transition = TransitionRollback
+	pf, err := RunPreflight(ctx, o, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := RunApply(ctx, o, pf.ApplyRequest())
+	if err != nil {
+		return nil, fmt.Errorf("%w (preflight record %s: `kubectl ql3 resume --preflight %s` continues)", err, pf.Path, pf.Path)
+	}
+	return res, nil
+}
