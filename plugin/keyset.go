@@ -82,37 +82,6 @@ func (r *keysetRead) readFile(flag, path string) ([]byte, string, error) {
 	return data, abs, nil
 }
 
-// keysetReport describes one generation.
-type keysetReport struct {
-	File        string      `json:"file"`
-	Generation  int64       `json:"generation"`
-	Digest      string      `json:"digest"`
-	Keys        []keyReport `json:"keys"`
-	RevokedKids []string    `json:"revokedKids"`
-}
-
-type keyReport struct {
-	Kid string `json:"kid"`
-	Alg string `json:"alg"`
-	Kty string `json:"kty"`
-	Crv string `json:"crv,omitempty"`
-}
-
-func newKeysetReport(file string, k *jwkset.Keyset) (keysetReport, error) {
-	d, err := k.Digest()
-	if err != nil {
-		return keysetReport{}, err
-	}
-	rep := keysetReport{File: file, Generation: k.Generation, Digest: d, RevokedKids: k.RevokedKids}
-	for _, j := range k.Keys {
-		rep.Keys = append(rep.Keys, keyReport{Kid: j.Kid, Alg: j.Alg, Kty: j.Kty, Crv: j.Crv})
-	}
-	if rep.RevokedKids == nil {
-		rep.RevokedKids = []string{}
-	}
-	return rep, nil
-}
-
 type keysetVerifyOptions struct {
 	streams  genericiooptions.IOStreams
 	read     keysetRead
@@ -122,8 +91,8 @@ type keysetVerifyOptions struct {
 
 // keysetVerifyReport is verify's result.
 type keysetVerifyReport struct {
-	Keyset   keysetReport  `json:"keyset"`
-	Previous *keysetReport `json:"previous,omitempty"`
+	Keyset   keyset.Summary  `json:"keyset"`
+	Previous *keyset.Summary `json:"previous,omitempty"`
 }
 
 func newCmdKeysetVerify(streams genericiooptions.IOStreams) *cobra.Command {
@@ -167,7 +136,7 @@ func (o *keysetVerifyOptions) Run() error {
 		return err
 	}
 	rep := keysetVerifyReport{}
-	if rep.Keyset, err = newKeysetReport(abs, next); err != nil {
+	if rep.Keyset, err = keyset.Summarize(abs, next); err != nil {
 		return err
 	}
 	if o.previous != "" {
@@ -175,7 +144,7 @@ func (o *keysetVerifyOptions) Run() error {
 		if err != nil {
 			return err
 		}
-		p, err := newKeysetReport(prevAbs, prev)
+		p, err := keyset.Summarize(prevAbs, prev)
 		if err != nil {
 			return err
 		}
@@ -223,16 +192,6 @@ type keysetPlanOptions struct {
 	add     string
 	revoke  []string
 	outDir  string
-}
-
-// keysetPlanReport is plan-rotation's result: the files written and the
-// order in which they may be published.
-type keysetPlanReport struct {
-	Current   keysetReport `json:"current"`
-	Overlap   keysetReport `json:"overlap"`
-	Revoking  keysetReport `json:"revoking"`
-	Revoked   []string     `json:"revoked"`
-	Procedure []string     `json:"procedure"`
 }
 
 func newCmdKeysetPlanRotation(streams genericiooptions.IOStreams) *cobra.Command {
@@ -294,10 +253,6 @@ func (o *keysetPlanOptions) Run() error {
 	if err != nil {
 		return fmt.Errorf("--add: %s: %w", addAbs, err)
 	}
-	plan, err := jwkset.PlanRotation(cur, key, o.revoke)
-	if err != nil {
-		return err
-	}
 	dir := o.outDir
 	if dir == "" {
 		dir = filepath.Dir(curAbs)
@@ -305,32 +260,18 @@ func (o *keysetPlanOptions) Run() error {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return fail.Errorf(fail.Invalid, "--out-dir: %w", err)
 	}
-	overlapFile := filepath.Join(dir, fmt.Sprintf("keyset-%d.json", plan.Overlap.Generation))
-	revokingFile := filepath.Join(dir, fmt.Sprintf("keyset-%d.json", plan.Revoking.Generation))
-	if err := writeNewFiles([]string{overlapFile, revokingFile}, []*jwkset.Keyset{plan.Overlap, plan.Revoking}); err != nil {
+	rep, err := keyset.PlanRotation(cur, curAbs, key, o.revoke, dir)
+	if err != nil {
 		return err
 	}
-	rep := keysetPlanReport{Revoked: plan.Revoked}
-	for _, r := range []struct {
-		into *keysetReport
-		file string
-		k    *jwkset.Keyset
-	}{{&rep.Current, curAbs, cur}, {&rep.Overlap, overlapFile, plan.Overlap}, {&rep.Revoking, revokingFile, plan.Revoking}} {
-		if *r.into, err = newKeysetReport(r.file, r.k); err != nil {
-			return err
-		}
-	}
-	rep.Procedure = []string{
-		fmt.Sprintf("publish %s (generation %d, digest %s)", overlapFile, rep.Overlap.Generation, rep.Overlap.Digest),
-		fmt.Sprintf("wait until every replica has observed generation %d; until then do not sign with key %q", rep.Overlap.Generation, key.Kid),
-		fmt.Sprintf("only then publish %s (generation %d, digest %s), which revokes %s", revokingFile, rep.Revoking.Generation, rep.Revoking.Digest, strings.Join(plan.Revoked, ", ")),
-		fmt.Sprintf("the revoked keys are revoked cluster-wide only once every replica has observed generation %d", rep.Revoking.Generation),
+	if err := writeNewFiles(rep.Files); err != nil {
+		return err
 	}
 	if o.read.output != "" {
 		return printObject(o.streams.Out, o.read.output, rep)
 	}
-	fmt.Fprintf(o.streams.Out, "wrote %s: generation %d, the overlap (keys %s)\n", overlapFile, rep.Overlap.Generation, kidList(rep.Overlap))
-	fmt.Fprintf(o.streams.Out, "wrote %s: generation %d, revokes %s (keys %s)\n", revokingFile, rep.Revoking.Generation, strings.Join(plan.Revoked, ", "), kidList(rep.Revoking))
+	fmt.Fprintf(o.streams.Out, "wrote %s: generation %d, the overlap (keys %s)\n", rep.Overlap.File, rep.Overlap.Generation, rep.Overlap.Kids())
+	fmt.Fprintf(o.streams.Out, "wrote %s: generation %d, revokes %s (keys %s)\n", rep.Revoking.File, rep.Revoking.Generation, strings.Join(rep.Revoked, ", "), rep.Revoking.Kids())
 	fmt.Fprintln(o.streams.Out, "next:")
 	for i, step := range rep.Procedure {
 		fmt.Fprintf(o.streams.Out, "  %d. %s\n", i+1, step)
@@ -338,34 +279,18 @@ func (o *keysetPlanOptions) Run() error {
 	return nil
 }
 
-func kidList(r keysetReport) string {
-	kids := make([]string, len(r.Keys))
-	for i, k := range r.Keys {
-		kids[i] = k.Kid
-	}
-	return strings.Join(kids, ", ")
-}
-
 // writeNewFiles creates every file with O_EXCL (never replacing one),
 // mode 0644; if any cannot be written, the ones written are removed.
-func writeNewFiles(paths []string, sets []*jwkset.Keyset) error {
+func writeNewFiles(files []keyset.NewFile) error {
 	var written []string
-	undo := func() {
-		for _, p := range written {
-			_ = os.Remove(p)
-		}
-	}
-	for i, p := range paths {
-		data, err := sets[i].Encode()
-		if err != nil {
-			undo()
+	for _, f := range files {
+		if err := createNew("--out-dir", f.Path, f.Data, 0o644, f.Path+" already exists: plan-rotation never replaces a file; move it away or choose another --out-dir"); err != nil {
+			for _, p := range written {
+				_ = os.Remove(p)
+			}
 			return err
 		}
-		if err := createNew("--out-dir", p, data, 0o644, p+" already exists: plan-rotation never replaces a file; move it away or choose another --out-dir"); err != nil {
-			undo()
-			return err
-		}
-		written = append(written, p)
+		written = append(written, f.Path)
 	}
 	return nil
 }
