@@ -75,7 +75,7 @@ var rules = append([]rule{
 	{"the strict JSON reader is a leaf of the standard library", []string{"internal/strictjson"},
 		[]string{"k8s.io/", "sigs.k8s.io/", ""}, nil},
 	{"test machinery never ships", []string{""},
-		[]string{"internal/testcluster", "internal/faults", "internal/testkit"}, []string{"internal/testcluster", "internal/faults", "internal/testkit"}},
+		[]string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors"}, []string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors"}},
 }, siblingRules()...)
 
 // siblingRules: a sibling ceremony imports no other ceremony's folder.
