@@ -20,12 +20,18 @@ const root = "../../testdata/vectors"
 
 // vector is one entry of a format's vectors.json (docs/vectors.md).
 type vector struct {
-	Name      string            `json:"name"`
-	Procedure string            `json:"procedure"`
-	Input     string            `json:"input"`
-	Previous  string            `json:"previous,omitempty"`
-	Ledger    string            `json:"ledger,omitempty"`
-	Output    string            `json:"output,omitempty"`
+	Name      string `json:"name"`
+	Procedure string `json:"procedure"`
+	Input     string `json:"input"`
+	Previous  string `json:"previous,omitempty"`
+	Ledger    string `json:"ledger,omitempty"`
+	Output    string `json:"output,omitempty"`
+	// Annotations names a file of a Worker PodTemplate's annotations.
+	Annotations string `json:"annotations,omitempty"`
+	// Parameters are the procedure's other inputs (a token, a key).
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// Outcome is an accepted judgement's answer (advance, replay).
+	Outcome   string            `json:"outcome,omitempty"`
 	Verdict   string            `json:"verdict"`
 	Rule      string            `json:"rule,omitempty"`
 	Class     int               `json:"class,omitempty"`
@@ -75,7 +81,7 @@ func load(t *testing.T, format string) manifest {
 		default:
 			t.Errorf("%s/%s: verdict %q with rule %q and class %d", format, v.Name, v.Verdict, v.Rule, v.Class)
 		}
-		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output} {
+		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations} {
 			if f != "" {
 				used[filepath.ToSlash(strings.SplitN(f, "/", 2)[0])] = true
 			}
