@@ -30,6 +30,10 @@ type vector struct {
 	Annotations string `json:"annotations,omitempty"`
 	// Parameters are the procedure's other inputs (a token, a key).
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// Where is the position an env-bundle error names ("" for none).
+	Where *string `json:"where,omitempty"`
+	// Figures are an accepted carrier's counts and sizes.
+	Figures map[string]int `json:"figures,omitempty"`
 	// Outcome is an accepted judgement's answer (advance, replay).
 	Outcome   string            `json:"outcome,omitempty"`
 	Verdict   string            `json:"verdict"`
