@@ -1,6 +1,7 @@
 package vectors
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -85,7 +86,7 @@ func load(t *testing.T, format string) manifest {
 		default:
 			t.Errorf("%s/%s: verdict %q with rule %q and class %d", format, v.Name, v.Verdict, v.Rule, v.Class)
 		}
-		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations} {
+		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations, v.Parameters["trustedKey"]} {
 			if f != "" {
 				used[filepath.ToSlash(strings.SplitN(f, "/", 2)[0])] = true
 			}
@@ -194,4 +195,20 @@ func thumbprint(t *testing.T, key map[string]any) string {
 	}
 	sum := sha256.Sum256(canonical(t, b))
 	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// plainSHA256 is "sha256:" + hex(SHA-256(data)): an OCI digest, a keyId.
+func plainSHA256(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// pkixDER is the DER of an Ed25519 public key's SubjectPublicKeyInfo,
+// written out from RFC 8410 §4 (the fixed 12-byte prefix, then the key).
+func pkixDER(t *testing.T, pub ed25519.PublicKey) []byte {
+	t.Helper()
+	if len(pub) != ed25519.PublicKeySize {
+		t.Fatalf("an Ed25519 public key of %d bytes", len(pub))
+	}
+	return append([]byte{0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00}, pub...)
 }

@@ -1,0 +1,1 @@
+{"keyId":"sha256:06e3fd8fda29bb60ab59557de61edb0aecdb231134be30e75b455f8e1b792fa9","receiptDigest":"sha256:27b9061362bf852197e5ab2a29d51e5a3ce82ee8b0aca0012d3f7f80e35e10b1","schema":"qinglong/receipt-signature@v1","signature":"40K2Mb7zvTjBJP14mf1eai0tSUoqhoLKkHoI3lWqS9jDa0IlAPAT1rLPllqr/5D5sZHaLZDoSHrhCGpbGiKnBw=="}
