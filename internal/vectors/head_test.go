@@ -1,0 +1,94 @@
+package vectors
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+)
+
+// TestHeadVectors runs testdata/vectors/head against ceremony/deploy
+// (docs/head.md): head.json documents (ParseHead) and Head ConfigMaps
+// (ParseHeadConfigMap); every violation is tamper.
+func TestHeadVectors(t *testing.T) {
+	m := load(t, "head")
+	for _, v := range m.Vectors {
+		t.Run(v.Name, func(t *testing.T) {
+			input := file(t, "head", v.Input)
+			var h *deploy.Head
+			var err error
+			switch v.Procedure {
+			case "head":
+				h, err = deploy.ParseHead(input)
+			case "head-configmap":
+				var cm corev1.ConfigMap
+				if err := yaml.UnmarshalStrict(input, &cm); err != nil {
+					t.Fatal(err)
+				}
+				h, err = deploy.ParseHeadConfigMap(&cm)
+				if err == nil {
+					input = []byte(cm.Data["head.json"])
+				}
+			default:
+				t.Fatalf("unknown procedure %q", v.Procedure)
+			}
+			verdict(t, v, err)
+			if err == nil {
+				got := map[string]string{"deploymentDigest": h.DeploymentDigest, "stateDigest": h.StateDigest,
+					"selfDigest": h.SelfDigest, "expected-Head token": h.Expected().String()}
+				digests(t, v, headDigests(t, input), got)
+			}
+		})
+	}
+}
+
+// headDigests recomputes head.md's three digests and the expected-Head
+// token from head.json's bytes.
+func headDigests(t *testing.T, data []byte) map[string]string {
+	t.Helper()
+	h := jsonValue(t, data).(map[string]any)
+	without := func(drop ...string) []byte {
+		m := map[string]any{}
+		for k, v := range h {
+			m[k] = v
+		}
+		for _, k := range drop {
+			delete(m, k)
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return canonical(t, b)
+	}
+	tr, cur := map[string]any{}, map[string]any{}
+	for k, v := range h["transition"].(map[string]any) {
+		if k != "mutationId" {
+			tr[k] = v
+		}
+	}
+	for k, v := range h["current"].(map[string]any) {
+		if k != "inventory" {
+			cur[k] = v
+		}
+	}
+	dep, err := json.Marshal(map[string]any{"generation": h["generation"], "transition": tr, "current": cur, "previous": h["previous"],
+		"target": h["target"], "tool": h["tool"], "previousReceiptDigest": h["previousReceiptDigest"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{
+		"deploymentDigest": domainDigest("deployment", "v1", canonical(t, dep)),
+		"stateDigest":      domainDigest("head-state", "v1", without("stateDigest", "selfDigest")),
+		"selfDigest":       domainDigest("head", "v1", without("selfDigest")),
+	}
+	hex := func(d string) string { return strings.TrimPrefix(d, "sha256:") }
+	lock := h["current"].(map[string]any)["lockDigest"].(string)
+	out["expected-Head token"] = fmt.Sprintf("ql3h1-%v-%s-%s-%s", h["generation"], hex(out["deploymentDigest"]), hex(lock), hex(out["stateDigest"]))
+	return out
+}
