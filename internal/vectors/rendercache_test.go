@@ -1,0 +1,95 @@
+package vectors
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
+)
+
+// TestRenderCacheVectors runs testdata/vectors/render-cache against
+// inventory/rendercache (docs/render-cache.md): build identities, and
+// cache directories read under the key a lookup computes — a hit, or a
+// miss for the reason the doc gives (a miss has no exit class: the
+// command renders afresh).
+func TestRenderCacheVectors(t *testing.T) {
+	m := load(t, "render-cache")
+	for _, v := range m.Vectors {
+		t.Run(v.Name, func(t *testing.T) {
+			switch v.Procedure {
+			case "build-id":
+				data := file(t, "render-cache", v.Input)
+				var b rendercache.Build
+				if err := json.Unmarshal(data, &b); err != nil {
+					t.Fatal(err)
+				}
+				id, err := rendercache.BuildDigest(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok, _ := b.Identified(); ok != (v.Outcome == "identified") {
+					t.Errorf("identified %v, want %q", ok, v.Outcome)
+				}
+				digests(t, v, map[string]string{"buildID": domainDigest("render-cache-build", "v1", canonical(t, data))}, map[string]string{"buildID": id})
+			case "cache-get":
+				cacheGet(t, v)
+			default:
+				t.Fatalf("unknown procedure %q", v.Procedure)
+			}
+		})
+	}
+}
+
+func cacheGet(t *testing.T, v vector) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join(root, "render-cache", v.Input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	macKey, err := hex.DecodeString(v.Parameters["macKey"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rendercache.Cache{Dir: dir, Build: v.Parameters["build"], MACKey: macKey}
+	key, err := rendercache.Key(v.Parameters["sourceDigest"], v.Parameters["build"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Get(key)
+	if v.Verdict == "miss" {
+		if !errors.Is(err, rendercache.ErrMiss) || !bytes.Contains([]byte(err.Error()), []byte(v.Error)) {
+			t.Fatalf("want a miss (%s) with %q, got %v", v.Rule, v.Error, err)
+		}
+		return
+	}
+	verdict(t, v, err)
+	keyDoc, _ := json.Marshal(map[string]string{"build": v.Parameters["build"], "schema": "kubectl-ql3/render-cache@v2", "sourceDigest": v.Parameters["sourceDigest"]})
+	wantKey := domainDigest("render-cache-key", "v1", canonical(t, keyDoc))
+	var f struct {
+		Entry json.RawMessage `json:"entry"`
+	}
+	data := file(t, "render-cache", filepath.Join(v.Input, hex.EncodeToString(mustHex(t, wantKey))+".json"))
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, macKey)
+	mac.Write(append([]byte("kubectl-ql3/render-cache-mac/v1\x00"), f.Entry...))
+	want := map[string]string{"key": wantKey, "mac": "hmac-sha256:" + hex.EncodeToString(mac.Sum(nil))}
+	digests(t, v, want, map[string]string{"key": key, "mac": rendercache.MAC(macKey, f.Entry)})
+}
+
+// mustHex is the 32 bytes of a sha256: digest.
+func mustHex(t *testing.T, d string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(d[len("sha256:"):])
+	if err != nil || len(b) != sha256.Size {
+		t.Fatalf("not a digest: %s", d)
+	}
+	return b
+}
