@@ -9,18 +9,22 @@ import (
 )
 
 // TestEnvBundleVectors runs testdata/vectors/env-bundle against
-// ceremony/envbundle/envcarrier.Parse (docs/env-bundle.md, the rules of
-// verify): the verdict, the rule and the position the error names, and an
-// accepted carrier's counts and sizes.
+// ceremony/envbundle/envcarrier (docs/env-bundle.md): carriers through
+// Parse (the rules of verify), dotenv and JSON inputs through PackDotenv
+// and PackJSON; the verdict, the rule and the position the error names,
+// an accepted carrier's counts and sizes, a packed carrier's bytes.
 func TestEnvBundleVectors(t *testing.T) {
 	m := load(t, "env-bundle")
 	for _, v := range m.Vectors {
 		t.Run(v.Name, func(t *testing.T) {
-			if v.Procedure != "verify" {
+			input := file(t, "env-bundle", v.Input)
+			read, ok := map[string]func([]byte) (*envcarrier.Bundle, error){
+				"verify": envcarrier.Parse, "pack-dotenv": envcarrier.PackDotenv, "pack-json": envcarrier.PackJSON,
+			}[v.Procedure]
+			if !ok {
 				t.Fatalf("unknown procedure %q", v.Procedure)
 			}
-			input := file(t, "env-bundle", v.Input)
-			b, err := envcarrier.Parse(input)
+			b, err := read(input)
 			verdict(t, v, err)
 			if err != nil {
 				var e *envcarrier.Error
@@ -30,6 +34,17 @@ func TestEnvBundleVectors(t *testing.T) {
 				case v.Where == nil || e.Where != *v.Where:
 					t.Errorf("position %q, want %q", e.Where, deref(v.Where))
 				}
+				return
+			}
+			if v.Output != "" {
+				// pack: the carrier written, byte for byte, and verify accepts it.
+				if want := file(t, "env-bundle", v.Output); !bytes.Equal(b.Bytes(), want) {
+					t.Fatalf("packed carrier:\n got %q\nwant %q", b.Bytes(), want)
+				}
+				if _, err := envcarrier.Parse(b.Bytes()); err != nil {
+					t.Fatalf("verify refuses what pack wrote: %v", err)
+				}
+				carrierFigures(t, b.Bytes())
 				return
 			}
 			got := map[string]int{"entries": b.Len(), "nameValueBytes": b.NameValueBytes(), "carrierBytes": b.Size()}
