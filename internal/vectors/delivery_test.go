@@ -18,42 +18,40 @@ import (
 // YAML with their four digests, tokens, and the judgement of a
 // PodTemplate's annotations.
 func TestWorkerDeliveryVectors(t *testing.T) {
-	m := load(t, "worker-delivery")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			input := file(t, "worker-delivery", v.Input)
-			switch v.Procedure {
-			case "delivery":
-				d, err := delivery.Parse(input)
-				verdict(t, v, err)
-				if err == nil {
-					digests(t, v, deliveryDigests(t, input, v.Parameters), codeDeliveryDigests(t, d, v.Parameters))
-				}
-			case "token":
-				verdict(t, v, delivery.CheckToken(delivery.TrimToken(input)))
-			case "judge":
-				d, err := delivery.Parse(input)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var ann map[string]string
-				if err := json.Unmarshal(file(t, "worker-delivery", v.Annotations), &ann); err != nil {
-					t.Fatal(err)
-				}
-				got := codeDeliveryDigests(t, d, v.Parameters)
-				want, _, err := delivery.StampOf(d, got["tokenDigest"])
-				if err != nil {
-					t.Fatal(err)
-				}
-				out, err := delivery.Judge(d, want, ann)
-				verdict(t, v, err)
-				if err == nil && string(out) != v.Outcome {
-					t.Errorf("judgement %q, want %q", out, v.Outcome)
-				}
-			default:
-				t.Fatalf("unknown procedure %q", v.Procedure)
+	each(t, "worker-delivery", map[string]procedure{
+		"delivery": func(t *testing.T, v vector, input []byte) {
+			d, err := delivery.Parse(input)
+			verdict(t, v, err)
+			if err == nil {
+				digests(t, v, deliveryDigests(t, input, v.Parameters), codeDeliveryDigests(t, d, v.Parameters))
 			}
-		})
+		},
+		"token": func(t *testing.T, v vector, input []byte) {
+			verdict(t, v, delivery.CheckToken(delivery.TrimToken(input)))
+		},
+		"judge": judgeVector,
+	})
+}
+
+// judgeVector stamps the delivery with the vector's token and key and
+// judges the PodTemplate annotations of its annotations file.
+func judgeVector(t *testing.T, v vector, input []byte) {
+	d, err := delivery.Parse(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ann map[string]string
+	if err := json.Unmarshal(file(t, "worker-delivery", v.Annotations), &ann); err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := delivery.StampOf(d, codeDeliveryDigests(t, d, v.Parameters)["tokenDigest"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := delivery.Judge(d, want, ann)
+	verdict(t, v, err)
+	if err == nil && string(out) != v.Outcome {
+		t.Errorf("judgement %q, want %q", out, v.Outcome)
 	}
 }
 

@@ -14,50 +14,50 @@ import (
 // and PackJSON; the verdict, the rule and the position the error names,
 // an accepted carrier's counts and sizes, a packed carrier's bytes.
 func TestEnvBundleVectors(t *testing.T) {
-	m := load(t, "env-bundle")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			input := file(t, "env-bundle", v.Input)
-			read, ok := map[string]func([]byte) (*envcarrier.Bundle, error){
-				"verify": envcarrier.Parse, "pack-dotenv": envcarrier.PackDotenv, "pack-json": envcarrier.PackJSON,
-			}[v.Procedure]
-			if !ok {
-				t.Fatalf("unknown procedure %q", v.Procedure)
+	each(t, "env-bundle", map[string]procedure{
+		"verify":      carrierVector(envcarrier.Parse),
+		"pack-dotenv": carrierVector(envcarrier.PackDotenv),
+		"pack-json":   carrierVector(envcarrier.PackJSON),
+	})
+}
+
+// carrierVector applies read (verify or a pack) to the input: a reject
+// must name the rule and position; an accepted verify its figures, a pack
+// the carrier of its output file, which verify accepts.
+func carrierVector(read func([]byte) (*envcarrier.Bundle, error)) procedure {
+	return func(t *testing.T, v vector, input []byte) {
+		b, err := read(input)
+		verdict(t, v, err)
+		if err != nil {
+			var e *envcarrier.Error
+			switch {
+			case !errors.As(err, &e):
+				t.Errorf("not a rule error: %v", err)
+			case v.Where == nil || e.Where != *v.Where:
+				t.Errorf("position %q, want %q", e.Where, deref(v.Where))
 			}
-			b, err := read(input)
-			verdict(t, v, err)
-			if err != nil {
-				var e *envcarrier.Error
-				switch {
-				case !errors.As(err, &e):
-					t.Errorf("not a rule error: %v", err)
-				case v.Where == nil || e.Where != *v.Where:
-					t.Errorf("position %q, want %q", e.Where, deref(v.Where))
-				}
-				return
+			return
+		}
+		if v.Output != "" {
+			if want := file(t, "env-bundle", v.Output); !bytes.Equal(b.Bytes(), want) {
+				t.Fatalf("packed carrier:\n got %q\nwant %q", b.Bytes(), want)
 			}
-			if v.Output != "" {
-				// pack: the carrier written, byte for byte, and verify accepts it.
-				if want := file(t, "env-bundle", v.Output); !bytes.Equal(b.Bytes(), want) {
-					t.Fatalf("packed carrier:\n got %q\nwant %q", b.Bytes(), want)
-				}
-				if _, err := envcarrier.Parse(b.Bytes()); err != nil {
-					t.Fatalf("verify refuses what pack wrote: %v", err)
-				}
-				carrierFigures(t, b.Bytes())
-				return
+			if _, err := envcarrier.Parse(b.Bytes()); err != nil {
+				t.Fatalf("verify refuses what pack wrote: %v", err)
 			}
-			got := map[string]int{"entries": b.Len(), "nameValueBytes": b.NameValueBytes(), "carrierBytes": b.Size()}
-			want := carrierFigures(t, input)
-			for name, inFile := range v.Figures {
-				if want[name] != inFile || got[name] != inFile {
-					t.Errorf("%s: vector file %d, recomputed %d, code %d", name, inFile, want[name], got[name])
-				}
+			carrierFigures(t, b.Bytes())
+			return
+		}
+		got := map[string]int{"entries": b.Len(), "nameValueBytes": b.NameValueBytes(), "carrierBytes": b.Size()}
+		want := carrierFigures(t, input)
+		for name, inFile := range v.Figures {
+			if want[name] != inFile || got[name] != inFile {
+				t.Errorf("%s: vector file %d, recomputed %d, code %d", name, inFile, want[name], got[name])
 			}
-			if len(v.Figures) != len(want) {
-				t.Errorf("figures %v, recomputed %v", v.Figures, want)
-			}
-		})
+		}
+		if len(v.Figures) != len(want) {
+			t.Errorf("figures %v, recomputed %v", v.Figures, want)
+		}
 	}
 }
 

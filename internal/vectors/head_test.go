@@ -16,34 +16,31 @@ import (
 // (docs/head.md): head.json documents (ParseHead) and Head ConfigMaps
 // (ParseHeadConfigMap); every violation is tamper.
 func TestHeadVectors(t *testing.T) {
-	m := load(t, "head")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			input := file(t, "head", v.Input)
-			var h *deploy.Head
-			var err error
-			switch v.Procedure {
-			case "head":
-				h, err = deploy.ParseHead(input)
-			case "head-configmap":
-				var cm corev1.ConfigMap
-				if err := yaml.UnmarshalStrict(input, &cm); err != nil {
-					t.Fatal(err)
-				}
-				h, err = deploy.ParseHeadConfigMap(&cm)
-				if err == nil {
-					input = []byte(cm.Data["head.json"])
-				}
-			default:
-				t.Fatalf("unknown procedure %q", v.Procedure)
+	each(t, "head", map[string]procedure{
+		"head": func(t *testing.T, v vector, input []byte) {
+			h, err := deploy.ParseHead(input)
+			headVerdict(t, v, h, err, input)
+		},
+		"head-configmap": func(t *testing.T, v vector, input []byte) {
+			var cm corev1.ConfigMap
+			if err := yaml.UnmarshalStrict(input, &cm); err != nil {
+				t.Fatal(err)
 			}
-			verdict(t, v, err)
-			if err == nil {
-				got := map[string]string{"deploymentDigest": h.DeploymentDigest, "stateDigest": h.StateDigest,
-					"selfDigest": h.SelfDigest, "expected-Head token": h.Expected().String()}
-				digests(t, v, headDigests(t, input), got)
-			}
-		})
+			h, err := deploy.ParseHeadConfigMap(&cm)
+			headVerdict(t, v, h, err, []byte(cm.Data["head.json"]))
+		},
+	})
+}
+
+// headVerdict checks the verdict, and an accepted Head's digests and token
+// against those recomputed from its head.json.
+func headVerdict(t *testing.T, v vector, h *deploy.Head, err error, headJSON []byte) {
+	t.Helper()
+	verdict(t, v, err)
+	if err == nil {
+		got := map[string]string{"deploymentDigest": h.DeploymentDigest, "stateDigest": h.StateDigest,
+			"selfDigest": h.SelfDigest, "expected-Head token": h.Expected().String()}
+		digests(t, v, headDigests(t, headJSON), got)
 	}
 }
 

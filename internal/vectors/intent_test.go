@@ -14,35 +14,29 @@ import (
 // ceremony/package/intent: activation intents (intent.Parse) and
 // active.json (intent.ParseActive), docs/package-pointer.md.
 func TestPackageIntentVectors(t *testing.T) {
-	m := load(t, "package-intent")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			input := file(t, "package-intent", v.Input)
-			switch v.Procedure {
-			case "intent":
-				in, err := intent.Parse(input)
-				verdict(t, v, err)
-				if err == nil {
-					digests(t, v, intentDigests(t, input), codeIntentDigests(t, in))
-				}
-			case "active":
-				a, err := intent.ParseActive(input)
-				verdict(t, v, err)
-				if err == nil {
-					raw, err := json.Marshal(jsonValue(t, input).(map[string]any)["intent"])
-					if err != nil {
-						t.Fatal(err)
-					}
-					want := intentDigests(t, raw)
-					want = map[string]string{"intentDigest": want["intentDigest"], "targetDigest": want["targetDigest"]}
-					got := map[string]string{"intentDigest": a.Receipt.IntentDigest, "targetDigest": a.Receipt.TargetDigest}
-					digests(t, v, want, got)
-				}
-			default:
-				t.Fatalf("unknown procedure %q", v.Procedure)
+	each(t, "package-intent", map[string]procedure{
+		"intent": func(t *testing.T, v vector, input []byte) {
+			in, err := intent.Parse(input)
+			verdict(t, v, err)
+			if err == nil {
+				digests(t, v, intentDigests(t, input), codeIntentDigests(t, in))
 			}
-		})
-	}
+		},
+		"active": func(t *testing.T, v vector, input []byte) {
+			a, err := intent.ParseActive(input)
+			verdict(t, v, err)
+			if err != nil {
+				return
+			}
+			raw, err := json.Marshal(jsonValue(t, input).(map[string]any)["intent"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := intentDigests(t, raw)
+			want = map[string]string{"intentDigest": want["intentDigest"], "targetDigest": want["targetDigest"]}
+			digests(t, v, want, map[string]string{"intentDigest": a.Receipt.IntentDigest, "targetDigest": a.Receipt.TargetDigest})
+		},
+	})
 }
 
 // intentDigests recomputes, from an intent document's bytes alone, the

@@ -12,50 +12,45 @@ import (
 // keyset files (docs/keyset.md rules 1–9 and the Keys rules), successor
 // pairs (successor rules 1–5), ledger documents and ledger admission.
 func TestKeysetVectors(t *testing.T) {
-	m := load(t, "keyset")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			input := file(t, "keyset", v.Input)
-			switch v.Procedure {
-			case "keyset":
-				k, err := jwkset.Parse(input)
-				verdict(t, v, err)
-				if err == nil {
-					digests(t, v, keysetDigests(t, input), codeKeysetDigests(t, k))
-				}
-			case "successor":
-				prev := parseKeyset(t, file(t, "keyset", v.Previous))
-				next := parseKeyset(t, input)
-				err := jwkset.CheckSuccessor(prev, next)
-				verdict(t, v, err)
-				if err == nil {
-					digests(t, v, keysetDigests(t, input), codeKeysetDigests(t, next))
-				}
-			case "ledger":
-				l, err := jwkset.ParseLedger(input)
-				verdict(t, v, err)
-				if err == nil {
-					checkLedger(t, l, input)
-				}
-			case "ledger-admit":
-				l, err := jwkset.ParseLedger(file(t, "keyset", v.Ledger))
-				if err != nil {
-					t.Fatal(err)
-				}
-				out, _, err := l.Admit(parseKeyset(t, input))
-				verdict(t, v, err)
-				if err == nil {
-					b, err := out.Bytes()
-					if want := file(t, "keyset", v.Output); err != nil || !bytes.Equal(b, want) {
-						t.Fatalf("admitted ledger:\n got %s\nwant %s", b, want)
-					}
-					checkLedger(t, out, b)
-				}
-			default:
-				t.Fatalf("unknown procedure %q", v.Procedure)
+	each(t, "keyset", map[string]procedure{
+		"keyset": func(t *testing.T, v vector, input []byte) {
+			k, err := jwkset.Parse(input)
+			verdict(t, v, err)
+			if err == nil {
+				digests(t, v, keysetDigests(t, input), codeKeysetDigests(t, k))
 			}
-		})
-	}
+		},
+		"successor": func(t *testing.T, v vector, input []byte) {
+			next := parseKeyset(t, input)
+			err := jwkset.CheckSuccessor(parseKeyset(t, file(t, "keyset", v.Previous)), next)
+			verdict(t, v, err)
+			if err == nil {
+				digests(t, v, keysetDigests(t, input), codeKeysetDigests(t, next))
+			}
+		},
+		"ledger": func(t *testing.T, v vector, input []byte) {
+			l, err := jwkset.ParseLedger(input)
+			verdict(t, v, err)
+			if err == nil {
+				checkLedger(t, l, input)
+			}
+		},
+		"ledger-admit": func(t *testing.T, v vector, input []byte) {
+			l, err := jwkset.ParseLedger(file(t, "keyset", v.Ledger))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := l.Admit(parseKeyset(t, input))
+			verdict(t, v, err)
+			if err == nil {
+				b, err := out.Bytes()
+				if want := file(t, "keyset", v.Output); err != nil || !bytes.Equal(b, want) {
+					t.Fatalf("admitted ledger:\n got %s\nwant %s", b, want)
+				}
+				checkLedger(t, out, b)
+			}
+		},
+	})
 }
 
 func parseKeyset(t *testing.T, data []byte) *jwkset.Keyset {

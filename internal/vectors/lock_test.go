@@ -13,34 +13,26 @@ import (
 // (docs/lock.md): the parsing rules and every field's rule, and for an
 // accepted lock its lock, source and inventory digests (docs/digests.md).
 func TestLockVectors(t *testing.T) {
-	m := load(t, "lock")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			if v.Procedure != "lock" {
-				t.Fatalf("unknown procedure %q", v.Procedure)
-			}
-			input := file(t, "lock", v.Input)
-			l, err := inventory.ParseLock(input)
-			verdict(t, v, err)
-			if err != nil {
-				return
-			}
-			ld, err := l.Digest()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sd, err := inventory.SourceDigest(l.Source.Files)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id, err := inventory.InventoryDigest(l.Render.Inventory)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]string{"lockDigest": ld, "sourceDigest": sd, "inventoryDigest": id}
-			digests(t, v, lockDigests(t, input, l), got)
-		})
-	}
+	each(t, "lock", map[string]procedure{"lock": func(t *testing.T, v vector, input []byte) {
+		l, err := inventory.ParseLock(input)
+		verdict(t, v, err)
+		if err != nil {
+			return
+		}
+		ld, err := l.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd, err := inventory.SourceDigest(l.Source.Files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := inventory.InventoryDigest(l.Render.Inventory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests(t, v, lockDigests(t, input, l), map[string]string{"lockDigest": ld, "sourceDigest": sd, "inventoryDigest": id})
+	}})
 }
 
 // lockDigests recomputes from the file: the lock digest over RFC 8785 of

@@ -213,3 +213,39 @@ func pkixDER(t *testing.T, pub ed25519.PublicKey) []byte {
 	}
 	return append([]byte{0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00}, pub...)
 }
+
+// procedure is how a format's runner applies one procedure to a vector:
+// input is the bytes of its input file (nil when the input is a directory).
+type procedure func(t *testing.T, v vector, input []byte)
+
+// each runs every vector of format as a subtest, through the procedure its
+// manifest names; an unknown procedure fails.
+func each(t *testing.T, format string, procs map[string]procedure) {
+	t.Helper()
+	for _, v := range load(t, format).Vectors {
+		t.Run(v.Name, func(t *testing.T) {
+			p, ok := procs[v.Procedure]
+			if !ok {
+				t.Fatalf("unknown procedure %q", v.Procedure)
+			}
+			var input []byte
+			if st, err := os.Stat(filepath.Join(root, format, v.Input)); err != nil {
+				t.Fatal(err)
+			} else if !st.IsDir() {
+				input = file(t, format, v.Input)
+			}
+			p(t, v, input)
+		})
+	}
+}
+
+// abs is the absolute path of name in format's folder (the safe file
+// readers take absolute paths only).
+func abs(t *testing.T, format, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join(root, format, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

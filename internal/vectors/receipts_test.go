@@ -16,40 +16,27 @@ import (
 // signature files, audited from parameters.fromGeneration with
 // parameters.trustedKey when given. A failed audit is tamper (§5.4).
 func TestReceiptsVectors(t *testing.T) {
-	m := load(t, "receipts")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			if v.Procedure != "audit" {
-				t.Fatalf("unknown procedure %q", v.Procedure)
-			}
-			dir, err := filepath.Abs(filepath.Join(root, "receipts", v.Input))
-			if err != nil {
+	each(t, "receipts", map[string]procedure{"audit": func(t *testing.T, v vector, _ []byte) {
+		base, err := strconv.ParseInt(v.Parameters["fromGeneration"], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := receipts.AuditOptions{BaseGeneration: base}
+		if k := v.Parameters["trustedKey"]; k != "" {
+			if opts.TrustedKeys, err = receipts.LoadTrustedKeys([]string{abs(t, "receipts", k)}); err != nil {
 				t.Fatal(err)
 			}
-			base, err := strconv.ParseInt(v.Parameters["fromGeneration"], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := receipts.AuditOptions{BaseGeneration: base}
-			if k := v.Parameters["trustedKey"]; k != "" {
-				path, err := filepath.Abs(filepath.Join(root, "receipts", k))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if opts.TrustedKeys, err = receipts.LoadTrustedKeys([]string{path}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			rep, err := receipts.Audit([]string{dir}, opts)
-			if err == nil && !rep.OK() {
-				err = fail.Errorf(fail.Tamper, "%s", auditReasons(rep))
-			}
-			verdict(t, v, err)
-			if err == nil {
-				digests(t, v, receiptDigests(t, dir, opts), codeReceiptDigests(t, rep, opts))
-			}
-		})
-	}
+		}
+		dir := abs(t, "receipts", v.Input)
+		rep, err := receipts.Audit([]string{dir}, opts)
+		if err == nil && !rep.OK() {
+			err = fail.Errorf(fail.Tamper, "%s", auditReasons(rep))
+		}
+		verdict(t, v, err)
+		if err == nil {
+			digests(t, v, receiptDigests(t, dir, opts), codeReceiptDigests(t, rep, opts))
+		}
+	}})
 }
 
 // auditReasons joins every reason of a failed audit's rows and chain.

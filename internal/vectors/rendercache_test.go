@@ -19,39 +19,30 @@ import (
 // miss for the reason the doc gives (a miss has no exit class: the
 // command renders afresh).
 func TestRenderCacheVectors(t *testing.T) {
-	m := load(t, "render-cache")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			switch v.Procedure {
-			case "build-id":
-				data := file(t, "render-cache", v.Input)
-				var b rendercache.Build
-				if err := json.Unmarshal(data, &b); err != nil {
-					t.Fatal(err)
-				}
-				id, err := rendercache.BuildDigest(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ok, _ := b.Identified(); ok != (v.Outcome == "identified") {
-					t.Errorf("identified %v, want %q", ok, v.Outcome)
-				}
-				digests(t, v, map[string]string{"buildID": domainDigest("render-cache-build", "v1", canonical(t, data))}, map[string]string{"buildID": id})
-			case "cache-get":
-				cacheGet(t, v)
-			default:
-				t.Fatalf("unknown procedure %q", v.Procedure)
+	each(t, "render-cache", map[string]procedure{
+		"build-id": func(t *testing.T, v vector, input []byte) {
+			var b rendercache.Build
+			if err := json.Unmarshal(input, &b); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			id, err := rendercache.BuildDigest(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := b.Identified(); ok != (v.Outcome == "identified") {
+				t.Errorf("identified %v, want %q", ok, v.Outcome)
+			}
+			digests(t, v, map[string]string{"buildID": domainDigest("render-cache-build", "v1", canonical(t, input))}, map[string]string{"buildID": id})
+		},
+		"cache-get": cacheGet,
+	})
 }
 
-func cacheGet(t *testing.T, v vector) {
+// cacheGet looks the vector's key up in its cache directory: a hit with
+// the key and mac recomputed, or a miss for the vector's reason.
+func cacheGet(t *testing.T, v vector, _ []byte) {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join(root, "render-cache", v.Input))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := abs(t, "render-cache", v.Input)
 	macKey, err := hex.DecodeString(v.Parameters["macKey"])
 	if err != nil {
 		t.Fatal(err)

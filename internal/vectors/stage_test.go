@@ -18,40 +18,31 @@ import (
 // vector is a directory holding an OCI layout and the intent to verify
 // against it, with the trusted key and allowlist of its parameters.
 func TestStageVectors(t *testing.T) {
-	m := load(t, "stage")
-	for _, v := range m.Vectors {
-		t.Run(v.Name, func(t *testing.T) {
-			if v.Procedure != "verify-stage" {
-				t.Fatalf("unknown procedure %q", v.Procedure)
-			}
-			dir, err := filepath.Abs(filepath.Join(root, "stage", v.Input))
+	each(t, "stage", map[string]procedure{"verify-stage": func(t *testing.T, v vector, _ []byte) {
+		in, err := intent.Parse(file(t, "stage", filepath.Join(v.Input, "intent.json")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		layout := abs(t, "stage", filepath.Join(v.Input, "layout"))
+		ver := stagelayout.Verifier{Layout: layout}
+		if a := v.Parameters["allowRef"]; a != "" {
+			ver.Allow = []string{a}
+		}
+		if k := v.Parameters["trustedKey"]; k != "" {
+			pub, err := stagelayout.ParsePublicKey(k, file(t, "stage", k))
 			if err != nil {
 				t.Fatal(err)
 			}
-			in, err := intent.Parse(file(t, "stage", filepath.Join(v.Input, "intent.json")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ver := stagelayout.Verifier{Layout: filepath.Join(dir, "layout")}
-			if a := v.Parameters["allowRef"]; a != "" {
-				ver.Allow = []string{a}
-			}
-			if k := v.Parameters["trustedKey"]; k != "" {
-				pub, err := stagelayout.ParsePublicKey(k, file(t, "stage", k))
-				if err != nil {
-					t.Fatal(err)
-				}
-				ver.TrustedKeys = []ed25519.PublicKey{pub}
-			}
-			ev, err := ver.Verify(in)
-			verdict(t, v, err)
-			if err == nil {
-				got := map[string]string{"stageReference": ev.StageReference, "lockDigest": ev.LockDigest, "contentDigest": ev.ContentDigest,
-					"adapterEvidenceDigest": ev.AdapterEvidenceDigest, "stageReceiptDigest": ev.StageReceiptDigest}
-				digests(t, v, stageDigests(t, filepath.Join(dir, "layout"), in), got)
-			}
-		})
-	}
+			ver.TrustedKeys = []ed25519.PublicKey{pub}
+		}
+		ev, err := ver.Verify(in)
+		verdict(t, v, err)
+		if err == nil {
+			got := map[string]string{"stageReference": ev.StageReference, "lockDigest": ev.LockDigest, "contentDigest": ev.ContentDigest,
+				"adapterEvidenceDigest": ev.AdapterEvidenceDigest, "stageReceiptDigest": ev.StageReceiptDigest}
+			digests(t, v, stageDigests(t, layout, in), got)
+		}
+	}})
 }
 
 // stageDigests recomputes the five fields from the layout's files: the
