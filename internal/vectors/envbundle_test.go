@@ -3,6 +3,7 @@ package vectors
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
@@ -18,7 +19,67 @@ func TestEnvBundleVectors(t *testing.T) {
 		"verify":      carrierVector(envcarrier.Parse),
 		"pack-dotenv": carrierVector(envcarrier.PackDotenv),
 		"pack-json":   carrierVector(envcarrier.PackJSON),
+		"merge":       mergeVector,
 	})
+}
+
+// mergeVector merges a names file against a carrier (verify --against-env):
+// the names file's rules, then the merge rules, whose report is compared
+// with one recomputed from the two files.
+func mergeVector(t *testing.T, v vector, input []byte) {
+	carrier := file(t, "env-bundle", v.Carrier)
+	b, err := envcarrier.Parse(carrier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := envcarrier.ParseNames(input)
+	var r envcarrier.MergeReport
+	if err == nil {
+		r, err = envcarrier.CheckMerge(b, names)
+	}
+	verdict(t, v, err)
+	var e *envcarrier.Error
+	if err != nil && (!errors.As(err, &e) || v.Where == nil || e.Where != *v.Where) {
+		t.Errorf("error %v, want the position %q", err, deref(v.Where))
+	}
+	if v.Figures == nil {
+		return
+	}
+	got := map[string]int{"collisions": r.Collisions, "mergedEntries": r.MergedEntries, "mergedNameValueBytesAtLeast": r.MergedNameValueBytesAtLeast}
+	want := mergeFigures(t, carrier, input)
+	for name, inFile := range v.Figures {
+		if want[name] != inFile || got[name] != inFile {
+			t.Errorf("%s: vector file %d, recomputed %d, code %d", name, inFile, want[name], got[name])
+		}
+	}
+}
+
+// mergeFigures is docs/env-bundle.md's merge report from the carrier and
+// the names file: collisions, merged entries, and the lower bound of the
+// merged names and values.
+func mergeFigures(t *testing.T, carrier, names []byte) map[string]int {
+	t.Helper()
+	have, size := map[string]bool{}, 0
+	entries := jsonValue(t, carrier).(map[string]any)["entries"].([]any)
+	for _, e := range entries {
+		n := e.(map[string]any)["name"].(string)
+		have[n], size = true, size+len(n)+len(e.(map[string]any)["value"].(string))
+	}
+	var task []string
+	for _, l := range strings.Split(string(names), "\n") {
+		if l = strings.Trim(l, " \t"); l != "" && !strings.HasPrefix(l, "#") {
+			task = append(task, l)
+		}
+	}
+	collisions := 0
+	for _, n := range task {
+		if have[n] {
+			collisions++
+		} else {
+			size += len(n)
+		}
+	}
+	return map[string]int{"collisions": collisions, "mergedEntries": len(entries) + len(task) - collisions, "mergedNameValueBytesAtLeast": size}
 }
 
 // carrierVector applies read (verify or a pack) to the input: a reject

@@ -33,7 +33,9 @@ type vector struct {
 	Parameters map[string]string `json:"parameters,omitempty"`
 	// Where is the position an env-bundle error names ("" for none).
 	Where *string `json:"where,omitempty"`
-	// Figures are an accepted carrier's counts and sizes.
+	// Carrier names the carrier a names file is merged against.
+	Carrier string `json:"carrier,omitempty"`
+	// Figures are an accepted carrier's counts and sizes, a merge report's.
 	Figures map[string]int `json:"figures,omitempty"`
 	// Outcome is an accepted judgement's answer (advance, replay).
 	Outcome   string            `json:"outcome,omitempty"`
@@ -87,7 +89,7 @@ func load(t *testing.T, format string) manifest {
 		default:
 			t.Errorf("%s/%s: verdict %q with rule %q and class %d", format, v.Name, v.Verdict, v.Rule, v.Class)
 		}
-		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations, v.Parameters["trustedKey"]} {
+		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations, v.Carrier, v.Parameters["trustedKey"]} {
 			if f != "" {
 				used[filepath.ToSlash(strings.SplitN(f, "/", 2)[0])] = true
 			}
