@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
@@ -124,7 +124,7 @@ func TestPodReadsThePublishedBundle(t *testing.T) {
 	ctx := context.Background()
 	cs := cp.Clientset()
 	o := envbundle.Options{Namespace: ns, Name: bundleName, Secrets: cs.CoreV1().Secrets(ns),
-		Review: cas.NewReview(cas.NewReviewer(cs)), Say: t.Logf}
+		Review: access.NewReview(access.NewReviewer(cs)), Say: t.Logf}
 	b1, b2 := bundle(t, canary+"-1"), bundle(t, canary+"-2")
 	r1, err := envbundle.Publish(ctx, o, b1, "")
 	if err != nil {

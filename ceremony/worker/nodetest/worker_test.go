@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
@@ -188,7 +189,7 @@ func options(t *testing.T, ns, stageNS string) worker.Options {
 			}
 			return canon.ClusterIdentity(string(n.UID)), nil
 		},
-		Key: key, Review: cas.NewReview(cas.NewReviewer(cs)), Say: t.Logf, SettleTimeout: 20 * time.Second,
+		Key: key, Review: access.NewReview(access.NewReviewer(cs)), Say: t.Logf, SettleTimeout: 20 * time.Second,
 	}
 }
 
