@@ -8,6 +8,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/plugin"
 )
@@ -168,9 +171,15 @@ func TestCLICeremony(t *testing.T) {
 	}
 }
 
-// Two apply processes started together from the same preflight: exactly
+// Two apply processes from the same preflight race for the Head: exactly
 // one commits; the other exits "conflict" and, by the API server's own
-// audit log, wrote nothing but (at most) its lost Head race.
+// audit log, wrote nothing but its lost Head race. The race is driven, not
+// hoped for: each process talks through a proxy that holds its Head create
+// until both have sent one, and holds every server-side apply until one
+// process has exited — so the loser's 409 and its reading of the winner's
+// applying Head happen before the winner can commit (otherwise, on a loaded
+// machine, the second process may start after the first committed and
+// rightly replay).
 func TestRacingApplyProcesses(t *testing.T) {
 	ns := controlNamespace(t)
 	dir := releaseCopy(t, "v3.0.0", ns, "")
@@ -182,25 +191,73 @@ func TestRacingApplyProcesses(t *testing.T) {
 		user   string
 		code   int
 		stderr string
+		took   time.Duration
 	}
 	results := make([]outcome, len(users))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
+	both, oneExited := make(chan struct{}), make(chan struct{})
+	var creates atomic.Int32
+	var exited sync.Once
+	hold := func(ch <-chan struct{}) {
+		select {
+		case <-ch:
+		case <-time.After(2 * time.Minute): // a bound, not a pace: a run that needed it fails below
+		}
+	}
+	isCreate := headWrite(ns, http.MethodPost, "applying")
+	wrap := func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			var body []byte
+			if r.Body != nil {
+				var err error
+				if body, err = io.ReadAll(r.Body); err != nil {
+					return nil, err
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			switch {
+			case isCreate(r, body):
+				if creates.Add(1) == 2 {
+					close(both)
+				}
+				hold(both)
+			case r.Method == http.MethodPatch && r.URL.Query().Get("dryRun") == "": // the access check's dry runs pass
+				hold(oneExited)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
 	for i, u := range users {
-		kc, err := cp.Kubeconfig(u, "system:masters")
+		p, err := faults.NewProxy(cp.User(t, u, "system:masters"), wrap)
 		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		kc := filepath.Join(t.TempDir(), "proxy.kubeconfig")
+		if err := p.Kubeconfig(kc, ns); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
+			began := time.Now()
 			_, stderr, code := run(t, []string{"KUBECONFIG=" + kc}, "apply", "--preflight", pf, "--receipts-dir", filepath.Join(t.TempDir(), "r"))
-			results[i] = outcome{u, code, stderr}
+			results[i] = outcome{u, code, stderr, time.Since(began)}
+			exited.Do(func() { close(oneExited) })
 		}()
 	}
 	close(start)
 	wg.Wait()
+	for _, r := range results {
+		if r.took >= 2*time.Minute {
+			t.Fatalf("%s waited out a hold (%s): the race was not run as driven", r.user, r.took)
+		}
+	}
+	if n := creates.Load(); n != 2 {
+		t.Fatalf("%d Head creates reached the proxies, want 2: the race was not run: %+v", n, results)
+	}
 	var winners, losers []outcome
 	for _, r := range results {
 		switch r.code {
