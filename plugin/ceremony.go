@@ -443,7 +443,7 @@ preflight record is written (never replaced) so a crash can be resumed.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.expected, "expected-head", "", "the Head `TOKEN` printed by kubectl ql3 head (required)")
-	fs.StringVar(&o.out, "out", "", "`FILE` to write the preflight record to (never replaced)")
+	fs.StringVar(&o.out, "out", "", "`FILE` to write the preflight record to (never replaced; default ql3-preflight-g<N>-rollback-<version>.json, which resume --preflight takes after a crash)")
 	o.cf.add(fs, true)
 	_ = cmd.MarkFlagRequired("expected-head")
 	registerOutputCompletion(cmd)
