@@ -172,7 +172,11 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 	}
 	if len(failed) > 0 {
 		class := cas.Decisive(cas.OpApply, "diff", failed)
-		return nil, fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written): %v", len(failed), len(req.Objects), failed)
+		hint := ""
+		if class == fail.Conflict {
+			hint = "; another field manager owns these fields: diff again with --force-conflicts to see them taken over"
+		}
+		return nil, fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written%s): %v", len(failed), len(req.Objects), hint, failed)
 	}
 	slices.SortFunc(out, func(a, b ObjectChange) int { return inventory.Compare(a.Object, b.Object) })
 	rep := &DiffReport{Schema: DiffSchema, Namespace: req.Namespace, Version: req.Version, Objects: out}
