@@ -1,6 +1,7 @@
 package plugin_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -31,7 +32,7 @@ func TestCLIKeysetInitJourney(t *testing.T) {
 	ecDER, _ := x509.MarshalPKIXPublicKey(&ec.PublicKey)
 	rs, _ := rsa.GenerateKey(rand.Reader, 2048)
 	files := map[string][]byte{
-		"ops.pub":  append(ssh.MarshalAuthorizedKey(sshKey)[:len(ssh.MarshalAuthorizedKey(sshKey))-1], " ops@laptop\n"...),
+		"ops.pub":  append(bytes.TrimSuffix(ssh.MarshalAuthorizedKey(sshKey), []byte("\n")), " ops@laptop\n"...),
 		"ci.pem":   pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: ecDER}),
 		"hsm.pem":  pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(&rs.PublicKey)}),
 		"priv.pem": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: must(x509.MarshalPKCS8PrivateKey(rs))}),

@@ -32,7 +32,7 @@ func ParsePublicKey(name string, data []byte) (crypto.PublicKey, error) {
 	if bytes.Contains(trimmed, []byte("PRIVATE KEY")) {
 		return nil, invalidf("%s: holds a private key; give the public key (ssh-keygen -y, openssl pkey -pubout) and treat this one as exposed", name)
 	}
-	if bytes.Count(trimmed, []byte("\n")) > 0 {
+	if bytes.Contains(trimmed, []byte("\n")) {
 		return nil, invalidf("%s: more than one line; an OpenSSH public key file holds one key", name)
 	}
 	pk, _, options, rest, err := ssh.ParseAuthorizedKey(trimmed)

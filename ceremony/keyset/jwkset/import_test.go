@@ -1,6 +1,7 @@
 package jwkset
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -31,7 +32,7 @@ func sshLine(t *testing.T, pub any) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(ssh.MarshalAuthorizedKey(k)[:len(ssh.MarshalAuthorizedKey(k))-1], []byte(" ops@laptop\n")...)
+	return append(bytes.TrimSuffix(ssh.MarshalAuthorizedKey(k), []byte("\n")), " ops@laptop\n"...)
 }
 
 // A key file turns into the JWK the keyset format defines, whichever way
