@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // cases in the order they run.
@@ -51,7 +53,7 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	root, err := moduleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		fatal(err)
 	}
@@ -98,23 +100,6 @@ func caseNames() string {
 		n = append(n, c.name)
 	}
 	return strings.Join(n, ", ")
-}
-
-func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "testdata", "releases")); err == nil {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				return d, nil
-			}
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no kubectl-ql3 module root above %s", wd)
-		}
-	}
 }
 
 func fatal(err error) {

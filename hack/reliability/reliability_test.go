@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // TestReliabilityQuick is the reduced campaign `make test` runs: every case
@@ -25,7 +27,7 @@ func TestReliabilityQuick(t *testing.T) {
 		}
 	}
 	t.Logf("seed %d (replay: QL3_RELIABILITY_SEED=%d go test -run TestReliabilityQuick ./hack/reliability/)", seed, seed)
-	root, err := moduleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // Options choose what to run besides etcd and kube-apiserver.
@@ -83,20 +85,11 @@ func BinDir() (string, error) {
 	if d := os.Getenv("QL3_CONTROLPLANE_DIR"); d != "" {
 		return d, nil
 	}
-	wd, err := os.Getwd()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			if _, err := os.Stat(filepath.Join(d, "cmd", "kubectl-ql3")); err == nil {
-				return filepath.Join(d, "bin", "controlplane"), nil
-			}
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no kubectl-ql3 module root above %s", wd)
-		}
-	}
+	return filepath.Join(root, "bin", "controlplane"), nil
 }
 
 // Start builds nothing: it runs the binaries that `make controlplane` built,

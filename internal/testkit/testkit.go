@@ -31,7 +31,7 @@ var exampleRE = regexp.MustCompile("(?s)<!-- example:([a-z0-9-]+) -->\n```[a-z]*
 // doc lacks one of want.
 func DocExamples(t testing.TB, file string, want ...string) map[string]string {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +51,9 @@ func DocExamples(t testing.TB, file string, want ...string) map[string]string {
 	return out
 }
 
-// moduleRoot is the directory above the working directory holding go.mod
-// and cmd/kubectl-ql3.
-func moduleRoot() (string, error) {
+// ModuleRoot is the kubectl-ql3 module's root above the working
+// directory: the first directory holding go.mod and cmd/kubectl-ql3.
+func ModuleRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
