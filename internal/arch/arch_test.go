@@ -74,8 +74,11 @@ var rules = append([]rule{
 		[]string{"k8s.io/client-go", "sigs.k8s.io/kustomize", "ceremony", "inventory", "receipts"}, []string{"inventory/canon"}},
 	{"the strict JSON reader is a leaf of the standard library", []string{"internal/strictjson"},
 		[]string{"k8s.io/", "sigs.k8s.io/", ""}, nil},
+	{"the OCI image archive writer is a leaf of the standard library", []string{"internal/ociarchive"},
+		[]string{"k8s.io/", "sigs.k8s.io/", ""}, nil},
 	{"test machinery never ships", []string{"cmd", "plugin", "ceremony", "inventory", "receipts", "krew",
-		"internal/fail", "internal/safefile", "internal/strictjson", "internal/manifestaudit", "internal/crashpoint"},
+		"internal/fail", "internal/safefile", "internal/strictjson", "internal/manifestaudit", "internal/crashpoint",
+		"internal/ociarchive", "hack/imagearchive"},
 		[]string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors"}, nil},
 }, siblingRules()...)
 
