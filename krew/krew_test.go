@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qinglong/kubectl-ql3/internal/ociarchive"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
 
@@ -183,6 +184,29 @@ func TestRelease(t *testing.T) {
 		}
 		if out := run(t, "", env, "bash", "-c", "source <(kubectl-ql3 completion bash) && complete -p kubectl-ql3"); !strings.Contains(out, "kubectl-ql3") {
 			t.Errorf("bash has no completion for kubectl-ql3 after sourcing it: %q", out)
+		}
+	})
+
+	if runtime.GOOS != "linux" {
+		return // the image is built for linux only
+	}
+	t.Run("container image", func(t *testing.T) {
+		// The "image" build's post hook (hack/imagearchive) wrote the
+		// image next to the archives; its /kubectl-ql3 is the archive's
+		// binary, byte for byte.
+		path := filepath.Join(rel.dist, fmt.Sprintf("%s_%s_linux_%s.oci.tar", binName, rel.meta.Tag, runtime.GOARCH))
+		images, err := ociarchive.Read(path)
+		if err != nil {
+			t.Fatalf("goreleaser did not write the image: %v", err)
+		}
+		if want := "ql3.local/kubectl-ql3:v" + rel.meta.Version; len(images) != 2 || images[0].Name != want {
+			t.Fatalf("%s names %d images, the first %q; want 2, the first %q", filepath.Base(path), len(images), images[0].Name, want)
+		}
+		if !bytes.Equal(images[0].Files[binName], untarGz(t, rel.archive)[binName]) {
+			t.Errorf("the image's /%s differs from the one in %s", binName, filepath.Base(rel.archive))
+		}
+		if u, e := images[0].Config["User"], images[0].Config["Entrypoint"]; u != "65532:65532" || fmt.Sprint(e) != "[/"+binName+"]" {
+			t.Errorf("image runs %v as %v, want [/%s] as 65532:65532", e, u, binName)
 		}
 	})
 }
@@ -373,18 +397,24 @@ func snapshot(t *testing.T) release {
 	if err := yaml.Unmarshal(mustRead(t, filepath.Join(root, ".goreleaser.yaml")), &cfg); err != nil {
 		t.Fatalf(".goreleaser.yaml: %v", err)
 	}
-	builds, _ := cfg["builds"].([]any)
-	if len(builds) != 1 {
-		t.Fatalf(".goreleaser.yaml has %d builds, want 1", len(builds))
-	}
-	b := builds[0].(map[string]any)
 	if runtime.GOOS == "windows" {
 		t.Fatal("the release tests run on linux and darwin (tar.gz archives, sh, sha256sum)")
 	}
 	if !slices.Contains(goreleaserTargets(t), runtime.GOOS+"/"+runtime.GOARCH) {
 		t.Fatalf(".goreleaser.yaml does not build for this machine (%s/%s)", runtime.GOOS, runtime.GOARCH)
 	}
-	b["goos"], b["goarch"] = []any{runtime.GOOS}, []any{runtime.GOARCH}
+	// Every build (the archives', the image's) for this platform only; a
+	// build that has no target here is left out.
+	builds, _ := cfg["builds"].([]any)
+	var kept []any
+	for _, b := range builds {
+		b := b.(map[string]any)
+		if slices.Contains(b["goos"].([]any), any(runtime.GOOS)) && slices.Contains(b["goarch"].([]any), any(runtime.GOARCH)) {
+			b["goos"], b["goarch"] = []any{runtime.GOOS}, []any{runtime.GOARCH}
+			kept = append(kept, b)
+		}
+	}
+	cfg["builds"] = kept
 	tmp := t.TempDir()
 	rel := release{dist: filepath.Join(tmp, "dist")}
 	cfg["dist"] = rel.dist
@@ -560,6 +590,7 @@ func goreleaserTargets(t *testing.T) []string {
 	t.Helper()
 	var cfg struct {
 		Builds []struct {
+			ID     string   `json:"id"`
 			Goos   []string `json:"goos"`
 			Goarch []string `json:"goarch"`
 			Ignore []any    `json:"ignore"`
@@ -570,6 +601,9 @@ func goreleaserTargets(t *testing.T) []string {
 	}
 	var out []string
 	for _, b := range cfg.Builds {
+		if b.ID != binName {
+			continue // not the archives' build (the image's)
+		}
 		if len(b.Ignore) > 0 {
 			t.Fatal(".goreleaser.yaml: builds[].ignore is not understood by this test")
 		}

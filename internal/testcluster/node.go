@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -171,9 +172,19 @@ func (cp *ControlPlane) startContainerd() error {
 	if err != nil {
 		return fmt.Errorf("containerd: %w", err)
 	}
-	out, err := exec.Command("ctr", "--address", n.sock, "-n", "k8s.io", "images", "import", n.images.Path).CombinedOutput()
+	return cp.ImportImage(n.images.Path)
+}
+
+// ImportImage imports the OCI image archive at path into the node's
+// containerd, where the kubelet's CRI finds images (namespace k8s.io), as
+// the node's own images are: a pod runs it with imagePullPolicy Never.
+func (cp *ControlPlane) ImportImage(path string) error {
+	if cp.node == nil {
+		return errors.New("no node: start the control plane with Options.Node")
+	}
+	out, err := exec.Command("ctr", "--address", cp.node.sock, "-n", "k8s.io", "images", "import", path).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("ctr images import: %v\n%s", err, out)
+		return fmt.Errorf("ctr images import %s: %v\n%s", path, err, out)
 	}
 	return nil
 }
