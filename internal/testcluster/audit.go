@@ -22,11 +22,12 @@ type AuditEvent struct {
 		Groups   []string `json:"groups"`
 	} `json:"user"`
 	ObjectRef struct {
-		Resource   string `json:"resource"`
-		Namespace  string `json:"namespace"`
-		Name       string `json:"name"`
-		APIGroup   string `json:"apiGroup"`
-		APIVersion string `json:"apiVersion"`
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		Subresource string `json:"subresource"`
+		APIGroup    string `json:"apiGroup"`
+		APIVersion  string `json:"apiVersion"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
 		Code int `json:"code"`
