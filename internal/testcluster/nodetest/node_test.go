@@ -1,10 +1,14 @@
 // Package nodetest proves the test cluster's node: a Deployment of the
 // local workload image, scheduled by kube-scheduler, runs on the kubelet
-// with containerd and runc, and its log is read through the API server.
+// with containerd and runc, and its log is read, and a command run in it
+// (kubectl exec), through the API server.
 package nodetest
 
 import (
 	"context"
+	"errors"
+	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +67,22 @@ func TestDeploymentRunsOnTheNode(t *testing.T) {
 	logs := cp.PodLog(t, ns, pods[0].Name, "")
 	if !strings.Contains(logs, "digest /etc/hostname sha256:") || !strings.Contains(logs, "serving on :8080") {
 		t.Fatalf("pod log = %q, want the workload's digest and serving lines", logs)
+	}
+	// kubectl exec through the API server (kube-apiserver → kubelet →
+	// containerd): the command runs in the pod's network namespace, and
+	// its exit code and output come back.
+	kubectl := filepath.Join(cp.BinDir, "kubectl")
+	exec := func(url string) (string, error) {
+		out, err := osexec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", ns, "exec", pods[0].Name, "--",
+			"/workload", "-get", url).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := exec("http://127.0.0.1:8080/healthz"); err != nil {
+		t.Fatalf("kubectl exec of the probe on /healthz: %v\n%s", err, out)
+	}
+	out, err := exec("http://127.0.0.1:8080/no-such-path")
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, "/no-such-path: HTTP 404") {
+		t.Fatalf("kubectl exec of the probe on a missing path: %v\n%s\nwant exit 1 and its HTTP 404", err, out)
 	}
 }
