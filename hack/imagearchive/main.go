@@ -27,14 +27,18 @@ const Repository = "ql3.local/kubectl-ql3"
 // distroless images; the process needs no file of the image but its own.
 const User = "65532:65532"
 
+// options are the flags.
+type options struct{ bin, arch, version, license, out string }
+
 func main() {
-	bin := flag.String("binary", "", "the linux kubectl-ql3 `FILE` to put in the image")
-	arch := flag.String("arch", "", "its GOARCH (`amd64`, arm64)")
-	version := flag.String("version", "", "the release `VERSION` with its leading v: the image tag")
-	license := flag.String("license", "LICENSE", "the license `FILE` to put in the image")
-	out := flag.String("out", "", "the archive `FILE` to write")
+	var o options
+	flag.StringVar(&o.bin, "binary", "", "the linux kubectl-ql3 `FILE` to put in the image")
+	flag.StringVar(&o.arch, "arch", "", "its GOARCH (`amd64`, arm64)")
+	flag.StringVar(&o.version, "version", "", "the release `VERSION` with its leading v: the image tag")
+	flag.StringVar(&o.license, "license", "LICENSE", "the license `FILE` to put in the image")
+	flag.StringVar(&o.out, "out", "", "the archive `FILE` to write")
 	flag.Parse()
-	if err := run(*bin, *arch, *version, *license, *out); err != nil {
+	if err := run(o.bin, o.arch, o.version, o.license, o.out); err != nil {
 		fmt.Fprintf(os.Stderr, "error: imagearchive: %v\n", err)
 		os.Exit(1)
 	}

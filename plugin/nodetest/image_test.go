@@ -1,16 +1,8 @@
-// Package nodetest runs the ceremony from inside the test cluster (#25
-// §2d): the release's own container image, built by goreleaser from
-// .goreleaser.yaml and imported into the node's containerd, runs preflight
-// and apply as a Kubernetes Job under a ServiceAccount bound to exactly
-// what `kubectl ql3 rbac` prints, the release mounted from a ConfigMap; the
-// receipt it writes passes `kubectl ql3 receipt audit` offline. The Job is
-// README's ("Running the ceremony from CI or as a Job"), read from it.
 package nodetest
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,15 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/internal/ociarchive"
-	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
-
-var cp *testcluster.ControlPlane
-
-func TestMain(m *testing.M) {
-	testcluster.Main(m, testcluster.Options{Node: true, AuditLog: true}, &cp)
-}
 
 // release is what goreleaser's "image" build wrote for this machine: the
 // linux binary (which the host runs as the operator's kubectl-ql3: lock,
@@ -54,7 +39,7 @@ func buildImage(t *testing.T) release {
 		t.Fatalf("%s is missing: run `make tools` (`make test` builds the pinned tools into bin/tools)", goreleaser)
 	}
 	var cfg map[string]any
-	if err := yaml.Unmarshal(read(t, filepath.Join(root, ".goreleaser.yaml")), &cfg); err != nil {
+	if err := yaml.Unmarshal(mustRead(t, filepath.Join(root, ".goreleaser.yaml")), &cfg); err != nil {
 		t.Fatalf(".goreleaser.yaml: %v", err)
 	}
 	tmp := t.TempDir()
@@ -65,7 +50,7 @@ func buildImage(t *testing.T) release {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, config, b)
+	testkit.WriteFile(t, config, b, 0o644)
 	start := time.Now()
 	cmd := exec.Command(goreleaser, "build", "--snapshot", "--clean", "--single-target", "--id", "image", "--config", config)
 	cmd.Dir = root
@@ -76,7 +61,7 @@ func buildImage(t *testing.T) release {
 	var meta struct {
 		Version string `json:"version"`
 	}
-	if err := json.Unmarshal(read(t, filepath.Join(dist, "metadata.json")), &meta); err != nil {
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dist, "metadata.json")), &meta); err != nil {
 		t.Fatal(err)
 	}
 	rel := release{version: "v" + meta.Version, home: t.TempDir()}
@@ -105,15 +90,10 @@ func (r release) ql3(t *testing.T, want int, args ...string) []byte {
 		"XDG_CACHE_HOME="+filepath.Join(r.home, "cache"), "XDG_CONFIG_HOME="+filepath.Join(r.home, "config"))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
+	if err := cmd.Run(); cmd.ProcessState == nil {
+		t.Fatal(err) // it did not start
 	}
-	if code != want {
+	if code := cmd.ProcessState.ExitCode(); code != want {
 		t.Fatalf("kubectl-ql3 %v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, out.String(), errb.String())
 	}
 	return out.Bytes()
@@ -131,22 +111,6 @@ func kubectl(t *testing.T, stdin []byte, args ...string) []byte {
 	return out
 }
 
-func read(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func write(t *testing.T, path string, body []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, body, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // glob is the one file matching pattern.
 func glob(t *testing.T, pattern string) string {
 	t.Helper()
@@ -155,4 +119,13 @@ func glob(t *testing.T, pattern string) string {
 		t.Fatalf("%s: %d matches (%v), want 1", pattern, len(m), err)
 	}
 	return m[0]
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return b
 }

@@ -1,3 +1,10 @@
+// Package nodetest runs the ceremony from inside the test cluster (#25
+// §2d): the release's own container image, built by goreleaser from
+// .goreleaser.yaml and imported into the node's containerd, runs preflight
+// and apply as a Kubernetes Job under a ServiceAccount bound to exactly
+// what `kubectl ql3 rbac` prints, the release mounted from a ConfigMap; the
+// receipt it writes passes `kubectl ql3 receipt audit` offline. The Job is
+// README's ("Running the ceremony from CI or as a Job"), read from it.
 package nodetest
 
 import (
@@ -7,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +34,12 @@ import (
 
 // deployer is the Job's ServiceAccount, as README names it.
 const deployer = "ql3-deployer"
+
+var cp *testcluster.ControlPlane
+
+func TestMain(m *testing.M) {
+	testcluster.Main(m, testcluster.Options{Node: true, AuditLog: true}, &cp)
+}
 
 // The Job runs preflight (an initContainer) and apply of an install as the
 // ServiceAccount bound to exactly the printed RBAC; the Head is committed
@@ -62,9 +74,11 @@ func TestCeremonyAsJob(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", id, err)
 			}
-			if !slices.ContainsFunc(d.ManagedFields, func(m metav1.ManagedFieldsEntry) bool {
-				return m.Manager == inventory.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply
-			}) {
+			applied := false
+			for _, m := range d.ManagedFields {
+				applied = applied || m.Manager == inventory.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply
+			}
+			if !applied {
 				t.Errorf("%s is not applied by field manager %s", id, inventory.FieldManager)
 			}
 		}
@@ -123,11 +137,15 @@ func withoutVerb(t *testing.T, printed []byte, verb string) []byte {
 		rules, _ := it["rules"].([]any)
 		for _, r := range rules {
 			r := r.(map[string]any)
-			verbs := r["verbs"].([]any)
-			if i := slices.Index(verbs, any(verb)); i >= 0 {
-				r["verbs"] = slices.Delete(verbs, i, i+1)
-				removed++
+			var kept []any
+			for _, v := range r["verbs"].([]any) {
+				if v == verb {
+					removed++
+				} else {
+					kept = append(kept, v)
+				}
 			}
+			r["verbs"] = kept
 		}
 	}
 	if removed != 1 {
@@ -151,7 +169,7 @@ func checkWriters(t *testing.T, sa, target string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var verbs []string
+	sent := map[string]int{}
 	for _, e := range evs {
 		if e.User.Username != sa {
 			if e.User.Username == "system:kube-controller-manager" &&
@@ -162,12 +180,12 @@ func checkWriters(t *testing.T, sa, target string) {
 			continue
 		}
 		if !e.DryRun() {
-			verbs = append(verbs, e.ObjectRef.Resource+":"+e.Verb)
+			sent[e.ObjectRef.Resource+":"+e.Verb]++
 		}
 	}
 	for _, want := range []string{"configmaps:create", "configmaps:update", "deployments:patch"} {
-		if !slices.Contains(verbs, want) {
-			t.Errorf("%s sent no %s to %s (sent %v)", sa, want, target, verbs)
+		if sent[want] == 0 {
+			t.Errorf("%s sent no %s to %s (sent %v)", sa, want, target, sent)
 		}
 	}
 }
@@ -182,8 +200,8 @@ func releaseDir(t *testing.T, rel release, target string) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(dir, "kustomization.yaml"), []byte(fmt.Sprintf(
-		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\nresources:\n- app.yaml\n", target)))
+	testkit.WriteFile(t, filepath.Join(dir, "kustomization.yaml"), []byte(fmt.Sprintf(
+		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\nresources:\n- app.yaml\n", target)), 0o644)
 	var docs []string
 	for _, role := range []string{"control", "admin", "control-ai", "worker"} {
 		replicas := 0
@@ -204,7 +222,7 @@ spec:
       - {name: app, image: %[3]q, imagePullPolicy: Never}
 `, role, replicas, cp.Image(nodeimage.Workload)))
 	}
-	write(t, filepath.Join(dir, "app.yaml"), []byte(strings.Join(docs, "---\n")))
+	testkit.WriteFile(t, filepath.Join(dir, "app.yaml"), []byte(strings.Join(docs, "---\n")), 0o644)
 	rel.ql3(t, 0, "lock", dir, "--version", "1.0.0")
 	return dir
 }
@@ -238,9 +256,12 @@ func runJob(t *testing.T, rel release, ci, dir string) (string, *corev1.Pod) {
 	for _, cs := range []*corev1.Container{&spec.InitContainers[0], &spec.Containers[0]} {
 		cs.Image, cs.ImagePullPolicy, cs.Env = rel.image, corev1.PullNever, env
 	}
-	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil })
 	dirType := corev1.HostPathDirectory
-	spec.Volumes[i].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: receipts, Type: &dirType}}
+	for i := range spec.Volumes {
+		if spec.Volumes[i].PersistentVolumeClaim != nil { // the receipts claim
+			spec.Volumes[i].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: receipts, Type: &dirType}}
+		}
+	}
 	if _, err := cs.BatchV1().Jobs(ci).Create(ctx, &job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +312,7 @@ func readmeJob(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(read(t, filepath.Join(root, "README.md"))), "\n```yaml ql3-job\n")
+	_, after, ok := strings.Cut(string(mustRead(t, filepath.Join(root, "README.md"))), "\n```yaml ql3-job\n")
 	block, _, ok2 := strings.Cut(after, "\n```\n")
 	if !ok || !ok2 {
 		t.Fatal("README.md has no ```yaml ql3-job block")
