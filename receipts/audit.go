@@ -361,12 +361,16 @@ func checkChain(rs []audited, base int64, bad map[int64]string) ChainVerdict {
 			failf("generation %d targets cluster %q namespace %q, not cluster %q namespace %q",
 				c.Generation, c.Target.ClusterIdentity, c.Target.Namespace, target.ClusterIdentity, target.Namespace)
 		}
-		switch {
-		case c.Generation == p.Generation:
+		if c.Generation == p.Generation {
 			failf("generation %d appears twice: %q and %q", c.Generation, prev.path, cur.path)
 			continue
-		case c.Generation != p.Generation+1:
-			failf("%s", gap(p.Generation+1, c.Generation-1, bad))
+		}
+		notes, reasons := supersededLink(p, c, bad)
+		v.Notes = append(v.Notes, notes...)
+		if len(reasons) > 0 {
+			for _, r := range reasons {
+				failf("%s", r)
+			}
 			continue
 		}
 		if c.PreviousReceiptDigest != p.SelfDigest {
@@ -428,9 +432,11 @@ func retireRule(p, c *Receipt) []string {
 func rollbackRule(p, c *Receipt) []string {
 	var out []string
 	switch {
-	case p.PreviousDeployment == nil:
+	case p.PreviousDeployment == nil && c.Transition.Supersedes == nil:
 		out = append(out, fmt.Sprintf("generation %d: rollback, but generation %d has no previous deployment to roll back to", c.Generation, p.Generation))
-	case c.Deployment != *p.PreviousDeployment:
+	case c.Transition.Supersedes != nil && c.Deployment != p.Deployment:
+		out = append(out, fmt.Sprintf("generation %d: rollback superseding generation(s) %v, but its deployment is not generation %d's, the last committed", c.Generation, SupersededGenerations(c.Transition), p.Generation))
+	case c.Transition.Supersedes == nil && c.Deployment != *p.PreviousDeployment:
 		out = append(out, fmt.Sprintf("generation %d: rollback, but its deployment is not generation %d's previous deployment", c.Generation, p.Generation))
 	}
 	if !canon.SameObjects(p.Inventory, c.Inventory) {
@@ -444,6 +450,27 @@ func rollbackRule(p, c *Receipt) []string {
 		out = append(out, fmt.Sprintf("generation %d: rollback changes the objects of generation %d: it %s", c.Generation, p.Generation, strings.Join(diff, " and ")))
 	}
 	return out
+}
+
+// supersededLink judges the generations between p and c, receipts of one
+// history with no receipt between them (docs/receipts.md §5.2 step 2): none
+// is the plain link; generations c declares superseded are accepted, each
+// with a note; any other missing generation is a gap, and a generation c
+// declares superseded that has a receipt (p) breaks the chain.
+func supersededLink(p, c *Receipt, bad map[int64]string) (notes, reasons []string) {
+	ss := c.Transition.Supersedes
+	first := c.Generation - int64(len(ss)) // the oldest generation c supersedes
+	if first <= p.Generation && len(ss) > 0 {
+		return nil, []string{fmt.Sprintf("generation %d declares it superseded generation %d, which has a receipt here (%s): a generation with a receipt was committed and was never superseded", c.Generation, p.Generation, p.SelfDigest)}
+	}
+	if first > p.Generation+1 {
+		return nil, []string{gap(p.Generation+1, first-1, bad)}
+	}
+	for _, s := range ss {
+		notes = append(notes, fmt.Sprintf("generation %d (%s %s, preflight %s) has no receipt: it never committed, and generation %d (%s %s) superseded it at %s",
+			s.Generation, s.Kind, s.Version, s.PreflightDigest, c.Generation, c.Transition.Kind, c.Deployment.Version, s.At))
+	}
+	return notes, nil
 }
 
 // gap describes generations from to to, which no parsed receipt holds:

@@ -86,6 +86,27 @@ type Transition struct {
 	CommandDigest   string `json:"commandDigest"`
 	PreflightDigest string `json:"preflightDigest"`
 	ForceConflicts  bool   `json:"forceConflicts"`
+	// Supersedes, on an upgrade or rollback that superseded applying
+	// generations which could never converge (docs/ceremony.md §7.5), lists
+	// them oldest first: the generations just below this one, none of
+	// which has a receipt. Absent on every other transition, whose bytes
+	// are therefore those written before superseding existed.
+	Supersedes []Superseded `json:"supersedes,omitempty"`
+}
+
+// Superseded is one applying generation a later transition superseded:
+// which transition it was (its command and preflight digests, the mutation
+// id of the process that last held it) and when it was superseded.
+type Superseded struct {
+	Generation      int64  `json:"generation"`
+	Kind            string `json:"kind"`
+	Version         string `json:"version"`
+	CommandDigest   string `json:"commandDigest"`
+	PreflightDigest string `json:"preflightDigest"`
+	MutationID      string `json:"mutationId"`
+	// At is when the superseding transition took the Head (RFC 3339, UTC,
+	// whole seconds: 2006-01-02T15:04:05Z).
+	At string `json:"at"`
 }
 
 // Deployment names one deployed release.

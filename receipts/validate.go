@@ -65,6 +65,9 @@ func (r *Receipt) validateTransition() error {
 	if err := checkRetired(t.Kind, r.Retired); err != nil {
 		return err
 	}
+	if err := CheckSupersedes(r.Generation, t); err != nil {
+		return err
+	}
 	if err := checkDigest("transition.commandDigest", t.CommandDigest); err != nil {
 		return err
 	}
@@ -283,6 +286,11 @@ func (r *Receipt) checkPrevious() error {
 		// only show that the number of objects is kept.
 		if r.Deployment.InventoryCount != prev.InventoryCount {
 			return fieldErr("deployment.inventoryCount", "rollback changes the number of objects (%d, previous %d)", r.Deployment.InventoryCount, prev.InventoryCount)
+		}
+		// A rollback that supersedes returns to the last committed
+		// deployment, which is its previous one (docs/ceremony.md §7.5).
+		if r.Transition.Supersedes != nil && r.Deployment != *prev {
+			return fieldErr("deployment", "a rollback that supersedes generation(s) %v returns to the last committed deployment, previousDeployment, but deploys %s (lock %s)", SupersededGenerations(r.Transition), r.Deployment.Version, r.Deployment.LockDigest)
 		}
 	}
 	return nil
