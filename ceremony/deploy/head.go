@@ -303,6 +303,12 @@ func (h *Head) validate() error {
 	default:
 		return bad("transition.kind", "%q", t.Kind)
 	}
+	if err := receipts.CheckSupersedes(h.Generation, t.Transition); err != nil {
+		return tamper("head.json: %v", err)
+	}
+	if t.Supersedes != nil && t.Kind == TransitionRollback && (h.Previous == nil || h.Current.Deployment != *h.Previous) {
+		return bad("current", "a rollback that supersedes returns to the last committed deployment, previous")
+	}
 	if !inventory.IsDigest(t.CommandDigest) || !inventory.IsDigest(t.PreflightDigest) {
 		return bad("transition", "commandDigest and preflightDigest must be sha256 digests")
 	}

@@ -27,6 +27,43 @@ type Command struct {
 	Namespace       string       `json:"namespace"`
 	FieldManager    string       `json:"fieldManager"`
 	ForceConflicts  bool         `json:"forceConflicts"`
+	// Supersedes (preflight --supersede N) names the applying generation
+	// this transition supersedes (docs/ceremony.md §7.5); absent otherwise,
+	// so every other record is byte for byte what it was before.
+	Supersedes *SupersedeIntent `json:"supersedes,omitempty"`
+}
+
+// SupersedeIntent is the applying generation a preflight supersedes, as
+// that Head recorded its transition: the command and preflight digests and
+// the mutation id of the process that last held it.
+type SupersedeIntent struct {
+	Generation      int64  `json:"generation"`
+	CommandDigest   string `json:"commandDigest"`
+	PreflightDigest string `json:"preflightDigest"`
+	MutationID      string `json:"mutationId"`
+}
+
+// supersedeIntentOf is the intent that supersedes the applying Head h.
+func supersedeIntentOf(h *Head) SupersedeIntent {
+	return SupersedeIntent{Generation: h.Generation, CommandDigest: h.Transition.CommandDigest,
+		PreflightDigest: h.Transition.PreflightDigest, MutationID: h.Transition.MutationID}
+}
+
+// check is the record's own rule for supersedes: an upgrade or rollback,
+// the generation its expected Head names (2 or more), digests and a
+// mutation id.
+func (s *SupersedeIntent) check(c Command) error {
+	switch {
+	case s == nil:
+		return nil
+	case c.Transition != TransitionUpgrade && c.Transition != TransitionRollback:
+		return fmt.Errorf("command.supersedes on a %s: only an upgrade or a rollback supersedes", c.Transition)
+	case s.Generation < 2 || s.Generation != c.ExpectedHead.Generation:
+		return fmt.Errorf("command.supersedes.generation %d: want the expected Head's generation %d, at least 2", s.Generation, c.ExpectedHead.Generation)
+	case !inventory.IsDigest(s.CommandDigest) || !inventory.IsDigest(s.PreflightDigest) || !mutationIDRE.MatchString(s.MutationID):
+		return fmt.Errorf("command.supersedes: commandDigest and preflightDigest must be digests and mutationId 32 lowercase hex digits")
+	}
+	return nil
 }
 
 // Digest is the command digest.
@@ -129,6 +166,9 @@ func ParsePreflight(name string, data []byte) (*PreflightRecord, error) {
 		return nil, bad("diffDigest %q is not a digest", p.DiffDigest)
 	}
 	if err := checkRetiredList(c.Transition, true, p.Retired); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := c.Supersedes.check(c); err != nil {
 		return nil, bad("%v", err)
 	}
 	return &p, nil

@@ -26,6 +26,11 @@ func dep(version string, lock byte, inv []inventory.Identity) receipts.Deploymen
 	return receipts.Deployment{Version: version, LockDigest: d(lock), InventoryDigest: digest, InventoryCount: len(inv)}
 }
 
+// tg is the target of a transition kind to deployment dep with inventory inv.
+func tg(kind string, dep receipts.Deployment, inv []inventory.Identity) Target {
+	return Target{Kind: kind, Deployment: dep, Inventory: inv}
+}
+
 // committedHead builds a valid, sealed, committed Head.
 func committedHead(t *testing.T, gen int64, cur receipts.Deployment, inv []inventory.Identity, prev *receipts.Deployment) *Head {
 	t.Helper()
@@ -94,30 +99,30 @@ func TestCheckTransition(t *testing.T) {
 		class fail.Class // fail.Other = allowed
 		msg   string
 	}{
-		{"install onto no Head", nil, ExpectedHead{}, Target{TransitionInstall, v1, inv1}, fail.Other, ""},
-		{"upgrade onto no Head", nil, ExpectedHead{}, Target{TransitionUpgrade, v1, inv1}, fail.Invalid, "first deployment must be --transition install"},
-		{"rollback onto no Head", nil, ExpectedHead{}, Target{TransitionRollback, v1, inv1}, fail.Invalid, "must be --transition install"},
-		{"Head removed since preflight", nil, h1.Expected(), Target{TransitionUpgrade, v2, inv2}, fail.Conflict, "absent, but the preflight expects generation 1"},
-		{"unknown transition", nil, ExpectedHead{}, Target{"replace", v1, inv1}, fail.Invalid, `--transition "replace"`},
-		{"Head applying", applying, applying.Expected(), Target{TransitionUpgrade, v2, inv2}, fail.Conflict, "still applying"},
-		{"stale token", h1, ExpectedHead{}, Target{TransitionUpgrade, v2, inv2}, fail.Conflict, "moved since the preflight"},
-		{"install onto a Head", h1, h1.Expected(), Target{TransitionInstall, v2, inv2}, fail.Invalid, "already has deployment 3.0.0"},
-		{"upgrade adds objects", h1, h1.Expected(), Target{TransitionUpgrade, v2, inv2}, fail.Other, ""},
-		{"upgrade same version", h1, h1.Expected(), Target{TransitionUpgrade, dep("3.0.0", 'y', inv2), inv2}, fail.Invalid, "not greater"},
-		{"upgrade older version", h1, h1.Expected(), Target{TransitionUpgrade, dep("2.9.9", 'y', inv2), inv2}, fail.Invalid, "not greater"},
-		{"upgrade to a pre-release of the same version", h1, h1.Expected(), Target{TransitionUpgrade, dep("3.0.0-rc.1", 'y', inv2), inv2}, fail.Invalid, "not greater"},
-		{"upgrade omits a live object", h2, h2.Expected(), Target{TransitionUpgrade, dep("3.2.0", 'w', invDrop), invDrop}, fail.Invalid, "omits 1 live object"},
-		{"upgrade bad version", h1, h1.Expected(), Target{TransitionUpgrade, dep("v3.1.0", 'y', inv2), inv2}, fail.Invalid, "release.version"},
-		{"rollback without previous", h1, h1.Expected(), Target{TransitionRollback, v1, inv1}, fail.Invalid, "no previous deployment"},
-		{"rollback to exact previous", h3, h3.Expected(), Target{TransitionRollback, v2, inv2}, fail.Other, ""},
-		{"rollback to another lock", h3, h3.Expected(), Target{TransitionRollback, dep("3.1.0", 'q', inv2), inv2}, fail.Invalid, "not the exact previous deployment"},
-		{"rollback to another version", h3, h3.Expected(), Target{TransitionRollback, dep("3.0.0", 'y', inv2), inv2}, fail.Invalid, "not the exact previous deployment"},
-		{"rollback across an inventory change", h2, h2.Expected(), Target{TransitionRollback, v1, inv1}, fail.Invalid, "inventories differ: the target drops v1/ConfigMap/ns/c"},
-		{"upgrade moves a custom resource to a new version", hBeta, hBeta.Expected(), Target{TransitionUpgrade, vV1, invV1}, fail.Other, ""},
-		{"upgrade moves an hpa to autoscaling/v2", hHPA1, hHPA1.Expected(), Target{TransitionUpgrade, dep("3.2.0", 'i', invHPA2), invHPA2}, fail.Other, ""},
-		{"upgrade moves a kind to another group", hBeta, hBeta.Expected(), Target{TransitionUpgrade, dep("3.3.0", 'o', invOtherGroup), invOtherGroup}, fail.Invalid, "omits 1 live object(s) of 3.2.0, and kubectl-ql3 never prunes: demo.qinglong.io/v1beta1/Gadget/ns/g"},
-		{"rollback returns a custom resource to its previous version", hV1, hV1.Expected(), Target{TransitionRollback, vBeta, invBeta}, fail.Other, ""},
-		{"rollback whose target is not the previous inventory", hV1, hV1.Expected(), Target{TransitionRollback, receipts.Deployment{Version: vBeta.Version, LockDigest: vBeta.LockDigest, InventoryDigest: d('0'), InventoryCount: len(invBeta)}, invBeta}, fail.Invalid, "is not the previous deployment's"},
+		{"install onto no Head", nil, ExpectedHead{}, tg(TransitionInstall, v1, inv1), fail.Other, ""},
+		{"upgrade onto no Head", nil, ExpectedHead{}, tg(TransitionUpgrade, v1, inv1), fail.Invalid, "first deployment must be --transition install"},
+		{"rollback onto no Head", nil, ExpectedHead{}, tg(TransitionRollback, v1, inv1), fail.Invalid, "must be --transition install"},
+		{"Head removed since preflight", nil, h1.Expected(), tg(TransitionUpgrade, v2, inv2), fail.Conflict, "absent, but the preflight expects generation 1"},
+		{"unknown transition", nil, ExpectedHead{}, tg("replace", v1, inv1), fail.Invalid, `--transition "replace"`},
+		{"Head applying", applying, applying.Expected(), tg(TransitionUpgrade, v2, inv2), fail.Conflict, "still applying"},
+		{"stale token", h1, ExpectedHead{}, tg(TransitionUpgrade, v2, inv2), fail.Conflict, "moved since the preflight"},
+		{"install onto a Head", h1, h1.Expected(), tg(TransitionInstall, v2, inv2), fail.Invalid, "already has deployment 3.0.0"},
+		{"upgrade adds objects", h1, h1.Expected(), tg(TransitionUpgrade, v2, inv2), fail.Other, ""},
+		{"upgrade same version", h1, h1.Expected(), tg(TransitionUpgrade, dep("3.0.0", 'y', inv2), inv2), fail.Invalid, "not greater"},
+		{"upgrade older version", h1, h1.Expected(), tg(TransitionUpgrade, dep("2.9.9", 'y', inv2), inv2), fail.Invalid, "not greater"},
+		{"upgrade to a pre-release of the same version", h1, h1.Expected(), tg(TransitionUpgrade, dep("3.0.0-rc.1", 'y', inv2), inv2), fail.Invalid, "not greater"},
+		{"upgrade omits a live object", h2, h2.Expected(), tg(TransitionUpgrade, dep("3.2.0", 'w', invDrop), invDrop), fail.Invalid, "omits 1 live object"},
+		{"upgrade bad version", h1, h1.Expected(), tg(TransitionUpgrade, dep("v3.1.0", 'y', inv2), inv2), fail.Invalid, "release.version"},
+		{"rollback without previous", h1, h1.Expected(), tg(TransitionRollback, v1, inv1), fail.Invalid, "no previous deployment"},
+		{"rollback to exact previous", h3, h3.Expected(), tg(TransitionRollback, v2, inv2), fail.Other, ""},
+		{"rollback to another lock", h3, h3.Expected(), tg(TransitionRollback, dep("3.1.0", 'q', inv2), inv2), fail.Invalid, "not the exact previous deployment"},
+		{"rollback to another version", h3, h3.Expected(), tg(TransitionRollback, dep("3.0.0", 'y', inv2), inv2), fail.Invalid, "not the exact previous deployment"},
+		{"rollback across an inventory change", h2, h2.Expected(), tg(TransitionRollback, v1, inv1), fail.Invalid, "inventories differ: the target drops v1/ConfigMap/ns/c"},
+		{"upgrade moves a custom resource to a new version", hBeta, hBeta.Expected(), tg(TransitionUpgrade, vV1, invV1), fail.Other, ""},
+		{"upgrade moves an hpa to autoscaling/v2", hHPA1, hHPA1.Expected(), tg(TransitionUpgrade, dep("3.2.0", 'i', invHPA2), invHPA2), fail.Other, ""},
+		{"upgrade moves a kind to another group", hBeta, hBeta.Expected(), tg(TransitionUpgrade, dep("3.3.0", 'o', invOtherGroup), invOtherGroup), fail.Invalid, "omits 1 live object(s) of 3.2.0, and kubectl-ql3 never prunes: demo.qinglong.io/v1beta1/Gadget/ns/g"},
+		{"rollback returns a custom resource to its previous version", hV1, hV1.Expected(), tg(TransitionRollback, vBeta, invBeta), fail.Other, ""},
+		{"rollback whose target is not the previous inventory", hV1, hV1.Expected(), tg(TransitionRollback, receipts.Deployment{Version: vBeta.Version, LockDigest: vBeta.LockDigest, InventoryDigest: d('0'), InventoryCount: len(invBeta)}, invBeta), fail.Invalid, "is not the previous deployment's"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

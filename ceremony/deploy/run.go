@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,6 +86,10 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	}
 	if ours {
 		o.say("resume: took over generation %d (mutation %s)", applying.Generation, applying.Transition.MutationID)
+	} else if ss := applying.Transition.Supersedes; ss != nil {
+		s := ss[len(ss)-1]
+		o.say("apply: acquired generation %d: %s to %s (mutation %s), superseding generation %d (%s %s, preflight %s, mutation %s) at %s",
+			applying.Generation, rec.Command.Transition, applying.Current.Version, applying.Transition.MutationID, s.Generation, s.Kind, s.Version, s.PreflightDigest, s.MutationID, s.At)
 	} else {
 		o.say("apply: acquired generation %d: %s to %s (mutation %s)", applying.Generation, rec.Command.Transition, applying.Current.Version, applying.Transition.MutationID)
 	}
@@ -128,6 +134,10 @@ func (o *Options) loadPreflighted(req ApplyRequest) (*loaded, string, error) {
 // is applying it without resume (another apply), or resume finds the Head
 // applying something else (unless an earlier run committed this preflight).
 func (o *Options) settledBefore(rdir string, rec *PreflightRecord, head *Head, ours, resume bool) (*ApplyResult, bool, error) {
+	if s := supersededIn(head, rec); s != nil {
+		return nil, true, fail.Errorf(fail.Conflict, "head: generation %d (this preflight, %s %s) was superseded by generation %d (%s %s, %s) at %s: it will never be resumed or committed; run `kubectl ql3 head` for the Head now",
+			s.Generation, s.Kind, s.Version, head.Generation, head.Transition.Kind, head.Current.Version, head.Phase, s.At)
+	}
 	switch {
 	case ours && head.Phase == PhaseCommitted:
 		o.say("apply: preflight %s is already committed as generation %d: replay, no workload write", rec.SelfDigest, head.Generation)
@@ -162,7 +172,7 @@ func (o *Options) applyingHead(head *Head, ld *loaded, rec *PreflightRecord, rdi
 		}
 		return applying, nil, nil
 	}
-	if err := CheckTransition(head, rec.Command.ExpectedHead, Target{Kind: rec.Command.Transition, Deployment: ld.deployment(), Inventory: ld.release.Inventory}); err != nil {
+	if err := CheckTransition(head, rec.Command.ExpectedHead, Target{Kind: rec.Command.Transition, Deployment: ld.deployment(), Inventory: ld.release.Inventory, Supersedes: rec.Command.Supersedes}); err != nil {
 		if res, err := o.committedEarlier(rdir, rec, head); res != nil {
 			return nil, res, err
 		}
@@ -263,6 +273,10 @@ func (o *Options) newApplyingHead(prev *Head, ld *loaded, rec *PreflightRecord, 
 		Steps:   receipts.Steps{Identity: rec.Steps.Identity, DryRun: rec.Steps.DryRun},
 		Retired: rec.Retired,
 	}
+	if prev != nil && rec.Command.Supersedes != nil {
+		supersede(h, prev, time.Now())
+		return h, h.Seal()
+	}
 	if prev != nil {
 		prevReceipt, err := ReceiptFromHead(prev)
 		if err != nil {
@@ -274,6 +288,37 @@ func (o *Options) newApplyingHead(prev *Head, ld *loaded, rec *PreflightRecord, 
 		h.PreviousReceiptDigest = prevReceipt.SelfDigest
 	}
 	return h, h.Seal()
+}
+
+// supersede makes h, the applying Head of a transition that supersedes
+// the applying Head stuck, its successor (docs/ceremony.md §7.5): generation
+// stuck+1, previous and previousReceiptDigest the last committed
+// deployment's, which stuck carries, and transition.supersedes stuck's own
+// list followed by stuck's transition, superseded at `at`.
+func supersede(h, stuck *Head, at time.Time) {
+	prev := *stuck.Previous
+	h.Generation = stuck.Generation + 1
+	h.Previous = &prev
+	h.PreviousReceiptDigest = stuck.PreviousReceiptDigest
+	h.Transition.Supersedes = append(slices.Clone(stuck.Transition.Supersedes), receipts.Superseded{
+		Generation: stuck.Generation, Kind: stuck.Transition.Kind, Version: stuck.Current.Version,
+		CommandDigest: stuck.Transition.CommandDigest, PreflightDigest: stuck.Transition.PreflightDigest,
+		MutationID: stuck.Transition.MutationID, At: at.UTC().Format(receipts.SupersededAtLayout),
+	})
+}
+
+// supersededIn is the entry of head's supersedes that names rec's
+// transition, if head superseded it.
+func supersededIn(head *Head, rec *PreflightRecord) *receipts.Superseded {
+	if head == nil {
+		return nil
+	}
+	for i, s := range head.Transition.Supersedes {
+		if s.CommandDigest == rec.CommandDigest && s.PreflightDigest == rec.SelfDigest {
+			return &head.Transition.Supersedes[i]
+		}
+	}
+	return nil
 }
 
 func cloneHead(h *Head) *Head {

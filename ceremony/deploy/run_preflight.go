@@ -17,7 +17,11 @@ type PreflightRequest struct {
 	Transition     string
 	Expected       ExpectedHead
 	ForceConflicts bool
-	Out            string // record path; default ql3-preflight-g<N>-<kind>-<version>.json
+	// Supersede (preflight --supersede N), when not 0, is the applying
+	// generation this transition supersedes (docs/ceremony.md §7.5); the
+	// Expected token is then that applying Head's.
+	Supersede int64
+	Out       string // record path; default ql3-preflight-g<N>-<kind>-<version>.json
 	// Diff, when set (preflight --diff), computes the change list of the
 	// verified release after the dry-run step and returns its digest,
 	// which the record binds as diffDigest. dryRun holds each object as
@@ -66,10 +70,16 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTransition(head, req.Expected, Target{Kind: req.Transition, Deployment: dep, Inventory: ld.release.Inventory}); err != nil {
+	sup := supersedeIntent(head, req.Supersede)
+	if err := CheckTransition(head, req.Expected, Target{Kind: req.Transition, Deployment: dep, Inventory: ld.release.Inventory, Supersedes: sup}); err != nil {
 		return nil, err
 	}
-	o.say("preflight: head %s allows %s to %s", req.Expected.describe(), req.Transition, dep.Version)
+	if sup != nil {
+		o.say("preflight: head generation %d is applying %s %s (preflight %s, mutation %s): %s to %s supersedes it",
+			head.Generation, head.Transition.Kind, head.Current.Version, head.Transition.PreflightDigest, head.Transition.MutationID, req.Transition, dep.Version)
+	} else {
+		o.say("preflight: head %s allows %s to %s", req.Expected.describe(), req.Transition, dep.Version)
+	}
 	if err := o.checkAccess(ctx, ld.release.Objects, tgt.Namespace, head != nil, nil); err != nil {
 		return nil, err
 	}
@@ -85,7 +95,7 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 	}
 	rec := &PreflightRecord{
 		Schema:     PreflightSchema,
-		Command:    preflightCommand(req, ld),
+		Command:    preflightCommand(req, ld, sup),
 		Release:    preflightRelease(dir, ld),
 		Target:     tgt,
 		Tool:       receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: ld.lock.Tool.FieldManager},
@@ -162,14 +172,29 @@ func (o *Options) preflightDryRun(ctx context.Context, ld *loaded, req Preflight
 
 // preflightCommand is the record's command: what was asked, of which
 // release, on which cluster.
-func preflightCommand(req PreflightRequest, ld *loaded) Command {
+func preflightCommand(req PreflightRequest, ld *loaded, sup *SupersedeIntent) Command {
 	dep, tgt := ld.deployment(), ld.target()
-	return Command{
+	return Command{Supersedes: sup,
 		Transition: req.Transition, ExpectedHead: req.Expected, Version: dep.Version,
 		LockDigest: dep.LockDigest, InventoryDigest: dep.InventoryDigest,
 		ClusterIdentity: tgt.ClusterIdentity, Namespace: tgt.Namespace,
 		FieldManager: ld.lock.Tool.FieldManager, ForceConflicts: req.ForceConflicts,
 	}
+}
+
+// supersedeIntent is what preflight --supersede generation binds: the
+// transition the Head is applying when it is at that generation, else the
+// bare generation (which CheckTransition then refuses); nil without
+// --supersede.
+func supersedeIntent(head *Head, generation int64) *SupersedeIntent {
+	if generation == 0 {
+		return nil
+	}
+	s := SupersedeIntent{Generation: generation}
+	if head != nil && head.Generation == generation {
+		s = supersedeIntentOf(head)
+	}
+	return &s
 }
 
 // preflightRelease is the record's release: the directory and the digests
