@@ -198,15 +198,16 @@ func (f *ceremonyFlags) print(w io.Writer, res any, human func()) error {
 }
 
 type preflightOptions struct {
-	flags    *genericclioptions.ConfigFlags
-	streams  genericiooptions.IOStreams
-	cf       ceremonyFlags
-	dir      string
-	kind     string
-	expected string
-	out      string
-	force    bool
-	diff     bool
+	flags     *genericclioptions.ConfigFlags
+	streams   genericiooptions.IOStreams
+	cf        ceremonyFlags
+	dir       string
+	kind      string
+	expected  string
+	out       string
+	force     bool
+	diff      bool
+	supersede int64
 }
 
 func newCmdPreflight(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -225,9 +226,16 @@ replacing any file. Pass the record to "kubectl ql3 apply --preflight".
 A retire records, and prints, the UID and resourceVersion of each object it
 retires (or "absent"), and dry-runs each delete with those preconditions;
 apply then deletes exactly those objects in exactly those states
-(docs/ceremony.md §11).`,
+(docs/ceremony.md §11).
+
+An upgrade or rollback whose Head is applying a generation that can never
+converge (resume exits 4 every time) may supersede it: --supersede N names
+that generation and --expected-head is the applying Head's token. An upgrade
+must be above both the stuck and the last committed version; a rollback
+returns to the last committed deployment (docs/ceremony.md §7.5).`,
 		Example: `  kubectl ql3 head -n ql3-demo                # prints the expected-Head token
-  kubectl ql3 preflight ./release --transition install --expected-head ql3h1-0-none --out pf.json`,
+  kubectl ql3 preflight ./release --transition install --expected-head ql3h1-0-none --out pf.json
+  kubectl ql3 preflight ./release-2.0.1 --transition upgrade --supersede 4 --expected-head ql3h1-4-… --out pf.json`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
@@ -242,6 +250,7 @@ apply then deletes exactly those objects in exactly those states
 	fs.StringVar(&o.expected, "expected-head", "", "the Head `TOKEN` printed by kubectl ql3 head (required)")
 	fs.StringVar(&o.out, "out", "", "`FILE` to write the preflight record to (never replaced; default ql3-preflight-g<N>-<transition>-<version>.json)")
 	fs.BoolVar(&o.force, "force-conflicts", false, "take over fields owned by other field managers (recorded in the command digest)")
+	fs.Int64Var(&o.supersede, "supersede", 0, "supersede the applying `GENERATION` that can never converge (an upgrade or rollback; --expected-head is then that applying Head's token)")
 	fs.BoolVar(&o.diff, "diff", false, "also print what the release would change, as kubectl ql3 diff does (with -o, as the result's diff member), and record the change list's digest in the record (diffDigest)")
 	o.cf.add(fs, false)
 	_ = cmd.MarkFlagRequired("transition")
@@ -257,10 +266,25 @@ func (o *preflightOptions) Validate() error {
 	default:
 		return fail.Errorf(fail.Invalid, "--transition %q: want install, upgrade, rollback or retire", o.kind)
 	}
-	if _, err := deploy.ParseExpectedHead(o.expected); err != nil {
+	if err := validateSupersede(o.supersede, o.expected); err != nil {
 		return err
 	}
 	return o.cf.validate()
+}
+
+// validateSupersede checks --supersede against --expected-head, which it
+// parses: the generation named is the token's, the applying Head's.
+func validateSupersede(generation int64, expected string) error {
+	exp, err := deploy.ParseExpectedHead(expected)
+	switch {
+	case err != nil:
+		return err
+	case generation < 0:
+		return fail.Errorf(fail.Invalid, "--supersede %d: want the applying generation that kubectl ql3 head shows", generation)
+	case generation != 0 && generation != exp.Generation:
+		return fail.Errorf(fail.Invalid, "--supersede %d, but --expected-head names generation %d: pass the token kubectl ql3 head prints for the applying generation", generation, exp.Generation)
+	}
+	return nil
 }
 
 func (o *preflightOptions) Run(ctx context.Context) error {
@@ -274,7 +298,7 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 		return err
 	}
 	req := deploy.PreflightRequest{
-		Dir: o.dir, Transition: o.kind, Expected: exp, ForceConflicts: o.force, Out: o.out,
+		Dir: o.dir, Transition: o.kind, Expected: exp, ForceConflicts: o.force, Out: o.out, Supersede: o.supersede,
 	}
 	var res *deploy.PreflightResult
 	var diff *views.DiffReport
@@ -410,29 +434,35 @@ func printApplyResult(w io.Writer, res *deploy.ApplyResult) {
 }
 
 type rollbackOptions struct {
-	flags    *genericclioptions.ConfigFlags
-	streams  genericiooptions.IOStreams
-	cf       ceremonyFlags
-	dir      string
-	expected string
-	out      string
+	flags     *genericclioptions.ConfigFlags
+	streams   genericiooptions.IOStreams
+	cf        ceremonyFlags
+	dir       string
+	expected  string
+	out       string
+	supersede int64
 }
 
 func newCmdRollback(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &rollbackOptions{flags: flags, streams: streams}
 	cmd := &cobra.Command{
-		Use:   "rollback DIR --expected-head TOKEN",
+		Use:   "rollback DIR --expected-head TOKEN [--supersede GENERATION]",
 		Short: "Roll back to the exact previous deployment (DIR is that release, e.g. from git history)",
 		Long: `Rollback runs preflight with --transition rollback and then apply, in one command.
 DIR must be exactly the Head's previous deployment (same version and lock
 digest), and current, target and previous inventories must be identical. The
-preflight record is written (never replaced) so a crash can be resumed.`,
+preflight record is written (never replaced) so a crash can be resumed.
+
+With --supersede N, the Head is applying generation N, which can never
+converge, and --expected-head is its token: DIR is the last committed
+deployment, which the rollback restores in its place (docs/ceremony.md §7.5).`,
 		Example: `  git worktree add /tmp/prev HEAD~1
-  kubectl ql3 rollback /tmp/prev/release --expected-head ql3h1-2-… --receipts-dir ./release/receipts`,
+  kubectl ql3 rollback /tmp/prev/release --expected-head ql3h1-2-… --receipts-dir ./release/receipts
+  kubectl ql3 rollback ./release-1.0.0 --expected-head ql3h1-4-… --supersede 4   # generation 4 never converges`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
-			if _, err := deploy.ParseExpectedHead(o.expected); err != nil {
+			if err := validateSupersede(o.supersede, o.expected); err != nil {
 				return err
 			}
 			if err := o.cf.validate(); err != nil {
@@ -444,6 +474,7 @@ preflight record is written (never replaced) so a crash can be resumed.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.expected, "expected-head", "", "the Head `TOKEN` printed by kubectl ql3 head (required)")
 	fs.StringVar(&o.out, "out", "", "`FILE` to write the preflight record to (never replaced; default ql3-preflight-g<N>-rollback-<version>.json, which resume --preflight takes after a crash)")
+	fs.Int64Var(&o.supersede, "supersede", 0, "supersede the applying `GENERATION` that can never converge, returning to the last committed deployment (--expected-head is then that applying Head's token)")
 	o.cf.add(fs, true)
 	_ = cmd.MarkFlagRequired("expected-head")
 	registerOutputCompletion(cmd)
@@ -460,7 +491,7 @@ func (o *rollbackOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := deploy.RunRollback(ctx, co, deploy.PreflightRequest{Dir: o.dir, Expected: exp, Out: o.out})
+	res, err := deploy.RunRollback(ctx, co, deploy.PreflightRequest{Dir: o.dir, Expected: exp, Out: o.out, Supersede: o.supersede})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,197 @@
+package deploy_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// neverConverges is v3.0.0 relabelled as version with its control
+// Deployment at one replica: the test control plane has no node, so it is
+// never Available and an apply of it leaves the Head applying (exit 4).
+func neverConverges(t *testing.T, ns, version string) string {
+	t.Helper()
+	dir := release(t, "v3.0.0", ns, version)
+	p := filepath.Join(dir, "control.yaml")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(data), "replicas: 0", "replicas: 1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lockRelease(t, dir, version)
+	return dir
+}
+
+// stuckUpgrade installs v3.0.0 and starts an upgrade to 3.0.5 that can
+// never converge, given up after a short --timeout: the Head is applying
+// generation 2. It returns the install's release, the stuck preflight and
+// the applying Head.
+func stuckUpgrade(t *testing.T, o deploy.Options, ns string) (string, *deploy.PreflightResult, *deploy.Head) {
+	t.Helper()
+	v300 := release(t, "v3.0.0", ns, "")
+	deployRelease(t, o, v300, deploy.TransitionInstall, deploy.ExpectedHead{})
+	pf := preflight(t, o, neverConverges(t, ns, "3.0.5"), deploy.TransitionUpgrade, headOf(t, ns).Expected())
+	short := o
+	short.Timeout = 2 * time.Second
+	if _, err := deploy.RunApply(context.Background(), short, deploy.ApplyRequest{Preflight: pf.Record}); !fail.Is(err, fail.Unavailable) {
+		t.Fatalf("apply of a release that never converges: %v (class %v), want unavailable", err, fail.ClassOf(err))
+	}
+	h := headOf(t, ns)
+	if h.Phase != deploy.PhaseApplying || h.Generation != 2 {
+		t.Fatalf("Head after the stuck upgrade: generation %d %s, want 2 applying", h.Generation, h.Phase)
+	}
+	return v300, pf, h
+}
+
+func supersedePreflight(t *testing.T, o deploy.Options, dir, kind string, stuck *deploy.Head) (*deploy.PreflightResult, error) {
+	t.Helper()
+	return deploy.RunPreflight(context.Background(), o, deploy.PreflightRequest{Dir: dir, Transition: kind, Expected: stuck.Expected(),
+		Supersede: stuck.Generation, Out: filepath.Join(t.TempDir(), "supersede.json")})
+}
+
+// The stuck apply is still running (waiting in converge) when a rollback
+// supersedes its generation: the rollback takes the Head by CAS from
+// applying(2) to applying(3) and commits; the stuck process's converge then
+// passes (the rollback made the Deployment Current) and its commit loses
+// the compare-and-swap, exit 3. A resume of the superseded preflight is
+// refused naming generation 3; the receipts audit as one chain with
+// generation 2 declared superseded.
+func TestSupersedeRollbackWhileStuckApplyRuns(t *testing.T) {
+	ns := targetNamespace(t)
+	rdir := t.TempDir()
+	o := options(t, cluster(t, userConfig(t, "alice", "system:masters")), rdir)
+	v300 := release(t, "v3.0.0", ns, "")
+	r1 := deployRelease(t, o, v300, deploy.TransitionInstall, deploy.ExpectedHead{})
+	h1 := headOf(t, ns)
+	stuckPF := preflight(t, o, neverConverges(t, ns, "3.0.5"), deploy.TransitionUpgrade, h1.Expected())
+	stuckDone := make(chan error, 1)
+	go func() {
+		_, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: stuckPF.Record}) // --timeout 2m
+		stuckDone <- err
+	}()
+	var stuck *deploy.Head
+	for deadline := time.Now().Add(time.Minute); ; {
+		if h := headOf(t, ns); h.Phase == deploy.PhaseApplying && h.Generation == 2 {
+			stuck = h
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stuck upgrade never acquired generation 2")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the Head with a deadline
+	}
+	pf, err := supersedePreflight(t, o, v300, deploy.TransitionRollback, stuck)
+	if err != nil {
+		t.Fatalf("preflight --supersede 2: %v", err)
+	}
+	if s := pf.Record.Command.Supersedes; s == nil || s.Generation != 2 || s.PreflightDigest != stuckPF.Record.SelfDigest || s.MutationID != stuck.Transition.MutationID {
+		t.Fatalf("record's supersedes %+v does not name the stuck transition", s)
+	}
+	res, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
+	if err != nil || res.Outcome != "committed" || res.Generation != 3 {
+		t.Fatalf("apply of the superseding rollback: %+v %v", res, err)
+	}
+	if err := <-stuckDone; !fail.Is(err, fail.Conflict) {
+		t.Fatalf("the stuck apply: %v (class %v), want conflict: its commit must lose the CAS", err, fail.ClassOf(err))
+	}
+	h3 := headOf(t, ns)
+	ss := h3.Transition.Supersedes
+	if h3.Generation != 3 || h3.Phase != deploy.PhaseCommitted || h3.Current.Deployment != h1.Current.Deployment || *h3.Previous != h1.Current.Deployment ||
+		h3.PreviousReceiptDigest != readReceipt(t, r1.Receipt).SelfDigest || len(ss) != 1 || ss[0].Generation != 2 ||
+		ss[0].PreflightDigest != stuckPF.Record.SelfDigest || ss[0].MutationID != stuck.Transition.MutationID || ss[0].Version != "3.0.5" {
+		t.Fatalf("Head after the supersede: %+v", h3)
+	}
+	_, err = deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: stuckPF.Record, Resume: true})
+	if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "was superseded by generation 3 (rollback 3.0.0, committed)") {
+		t.Fatalf("resume of the superseded preflight: %v (class %v), want conflict naming generation 3", err, fail.ClassOf(err))
+	}
+	rep, err := receipts.Audit([]string{rdir}, receipts.AuditOptions{})
+	if err != nil || !rep.OK() || !strings.Contains(strings.Join(rep.Chain.Notes, "\n"), "generation 2 (upgrade 3.0.5, preflight "+stuckPF.Record.SelfDigest+") has no receipt") {
+		t.Fatalf("audit: %v %+v %+v", err, rep.Chain, rep.Receipts)
+	}
+	// The Head is committed: a second supersede of it is refused.
+	if _, err := supersedePreflight(t, o, v300, deploy.TransitionRollback, h3); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "is committed, not applying") {
+		t.Fatalf("supersede of a committed Head: %v (class %v), want invalid", err, fail.ClassOf(err))
+	}
+}
+
+// A supersede and a resume of the stuck generation race: exactly one of
+// the two Head writes wins; the other is a conflict (exit 3).
+func TestSupersedeRacesResume(t *testing.T) {
+	ns := targetNamespace(t)
+	o := options(t, cluster(t, userConfig(t, "alice", "system:masters")), t.TempDir())
+	v300, stuckPF, stuck := stuckUpgrade(t, o, ns)
+	pf, err := supersedePreflight(t, o, v300, deploy.TransitionRollback, stuck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := o
+	short.Timeout = 2 * time.Second
+	start := make(chan struct{})
+	supersedeErr, resumeErr := make(chan error, 1), make(chan error, 1)
+	go func() {
+		<-start
+		_, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
+		supersedeErr <- err
+	}()
+	go func() {
+		<-start
+		_, err := deploy.RunApply(context.Background(), short, deploy.ApplyRequest{Preflight: stuckPF.Record, Resume: true})
+		resumeErr <- err
+	}()
+	close(start)
+	se, re := <-supersedeErr, <-resumeErr
+	h := headOf(t, ns)
+	switch {
+	case se == nil && fail.Is(re, fail.Conflict):
+		if h.Generation != 3 || h.Phase != deploy.PhaseCommitted {
+			t.Fatalf("supersede won, but the Head is generation %d %s", h.Generation, h.Phase)
+		}
+	case fail.Is(se, fail.Conflict) && fail.Is(re, fail.Unavailable): // resume took over, then waited out --timeout
+		if h.Generation != 2 || h.Phase != deploy.PhaseApplying || h.Transition.MutationID == stuck.Transition.MutationID {
+			t.Fatalf("resume won, but the Head is generation %d %s mutation %s", h.Generation, h.Phase, h.Transition.MutationID)
+		}
+	default:
+		t.Fatalf("want exactly one winner: supersede %v (class %v), resume %v (class %v)", se, fail.ClassOf(se), re, fail.ClassOf(re))
+	}
+}
+
+// Refusals, nothing written: a generation that is not the applying one,
+// and a resume that landed between the supersede's preflight and its
+// apply (the token it pinned moved: exit 3).
+func TestSupersedeRefused(t *testing.T) {
+	ns := targetNamespace(t)
+	o := options(t, cluster(t, userConfig(t, "alice", "system:masters")), t.TempDir())
+	v300, stuckPF, stuck := stuckUpgrade(t, o, ns)
+	_, err := deploy.RunPreflight(context.Background(), o, deploy.PreflightRequest{Dir: v300, Transition: deploy.TransitionRollback, Expected: stuck.Expected(),
+		Supersede: 1, Out: filepath.Join(t.TempDir(), "wrong.json")})
+	if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "--supersede 1: the Head is applying generation 2") {
+		t.Fatalf("--supersede of another generation: %v (class %v), want invalid", err, fail.ClassOf(err))
+	}
+	pf, err := supersedePreflight(t, o, v300, deploy.TransitionRollback, stuck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := o
+	short.Timeout = 2 * time.Second
+	if _, err := deploy.RunApply(context.Background(), short, deploy.ApplyRequest{Preflight: stuckPF.Record, Resume: true}); !fail.Is(err, fail.Unavailable) {
+		t.Fatalf("resume: %v", err)
+	}
+	before := headOf(t, ns)
+	_, err = deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
+	if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "moved since the preflight") {
+		t.Fatalf("supersede after a resume took over: %v (class %v), want conflict", err, fail.ClassOf(err))
+	}
+	if after := headOf(t, ns); after.SelfDigest != before.SelfDigest {
+		t.Fatalf("the refused supersede moved the Head: %+v", after)
+	}
+}
