@@ -401,11 +401,19 @@ func printHistory(w io.Writer, rep *views.HistoryReport) {
 		if e.AtHead {
 			gen += " *"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", gen, dash(e.Transition), dash(e.Version), dash(e.When), dash(e.ToolVersion), objects, added, retired, key, e.Verdict)
+		verdict := e.Verdict
+		if e.Superseded != nil {
+			added, retired, verdict = "-", "-", fmt.Sprintf("superseded by %d", e.SupersededBy)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", gen, dash(e.Transition), dash(e.Version), dash(e.When), dash(e.ToolVersion), objects, added, retired, key, verdict)
 	}
 	_ = tw.Flush()
 	for _, e := range rep.Entries {
-		if e.Verdict != receipts.VerdictOK {
+		switch s := e.Superseded; {
+		case s != nil:
+			fmt.Fprintf(w, "generation %d (%s %s, preflight %s, mutation %s) never committed: superseded by generation %d at %s\n",
+				s.Generation, s.Kind, s.Version, s.PreflightDigest, s.MutationID, e.SupersededBy, s.At)
+		case e.Verdict != receipts.VerdictOK:
 			fmt.Fprintf(w, "%s: %s: %s\n", filepath.Base(e.File), e.Verdict, strings.Join(e.Reasons, "; "))
 		}
 	}

@@ -3,6 +3,7 @@ package views
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,7 +39,20 @@ type HistoryEntry struct {
 	// kubectl ql3 receipt audit reports them).
 	Reasons []string `json:"reasons,omitempty"`
 	AtHead  bool     `json:"atHead,omitempty"`
+	// Supersedes, on the receipt of a transition that superseded applying
+	// generations, lists them (docs/ceremony.md §7.5).
+	Supersedes []int64 `json:"supersedes,omitempty"`
+	// Superseded, on the row of a generation that never committed (it has
+	// no receipt, verdict "superseded"), is that transition as the
+	// superseding receipt (or Head) records it, and SupersededBy the
+	// generation that superseded it; When is then when it was superseded.
+	Superseded   *receipts.Superseded `json:"superseded,omitempty"`
+	SupersededBy int64                `json:"supersededBy,omitempty"`
 }
+
+// VerdictSuperseded is the verdict of a superseded generation's row: it has
+// no receipt to verify, and the superseding receipt's audit accepted that.
+const VerdictSuperseded = "superseded"
 
 // HeadMark is where the cluster's Head is (history -n).
 type HeadMark struct {
@@ -77,7 +91,7 @@ func (r *HistoryReport) Err() error {
 	}
 	why := slices.Clone(r.Chain.Reasons)
 	for _, e := range r.Entries {
-		if e.Verdict != receipts.VerdictOK {
+		if e.Verdict != receipts.VerdictOK && e.Verdict != VerdictSuperseded {
 			why = append(why, fmt.Sprintf("%s: %s", filepath.Base(e.File), strings.Join(e.Reasons, "; ")))
 		}
 	}
@@ -116,7 +130,12 @@ func History(dir string, head *deploy.Head, ns string) (*HistoryReport, error) {
 	}
 	for i := range rep.Entries {
 		e := &rep.Entries[i]
-		cur, prev := byGen[e.Generation], byGen[e.Generation-1]
+		cur := byGen[e.Generation]
+		var prev *receipts.Receipt
+		if cur != nil {
+			e.Supersedes = receipts.SupersededGenerations(cur.Transition)
+			prev = byGen[e.Generation-1-int64(len(e.Supersedes))]
+		}
 		switch {
 		case cur == nil:
 		case e.Generation == 1:
@@ -127,6 +146,7 @@ func History(dir string, head *deploy.Head, ns string) (*HistoryReport, error) {
 			e.Retired = inventory.Missing(prev.Inventory, cur.Inventory)
 		}
 	}
+	rep.Entries = append(rep.Entries, supersededRows(byGen, head)...)
 	if head != nil {
 		rep.Head = markHead(rep, head, ns, byGen)
 	}
@@ -134,6 +154,31 @@ func History(dir string, head *deploy.Head, ns string) (*HistoryReport, error) {
 		return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.File, b.File))
 	})
 	return rep, nil
+}
+
+// supersededRows are the rows of the generations that never committed
+// and were superseded, as the receipts here (or the Head, while the
+// superseding transition is applying) record them.
+func supersededRows(byGen map[int64]*receipts.Receipt, head *deploy.Head) []HistoryEntry {
+	var rows []HistoryEntry
+	seen := map[int64]bool{}
+	add := func(by int64, t receipts.Transition) {
+		for _, s := range t.Supersedes {
+			if seen[s.Generation] || byGen[s.Generation] != nil {
+				continue
+			}
+			seen[s.Generation] = true
+			rows = append(rows, HistoryEntry{Generation: s.Generation, Transition: s.Kind, Version: s.Version, When: s.At,
+				Verdict: VerdictSuperseded, Superseded: &s, SupersededBy: by})
+		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(byGen)) {
+		add(g, byGen[g].Transition)
+	}
+	if head != nil {
+		add(head.Generation, head.Transition.Transition)
+	}
+	return rows
 }
 
 // markHead marks the Head's receipt among rep's entries and fails the
@@ -151,14 +196,20 @@ func markHead(rep *HistoryReport, h *deploy.Head, ns string, byGen map[int64]*re
 			}
 		}
 	}
-	if h.Generation > 1 {
-		if r := byGen[h.Generation-1]; r != nil && r.SelfDigest != h.PreviousReceiptDigest {
-			m.Mismatches = append(m.Mismatches, fmt.Sprintf("the receipt of generation %d here is %s, but the Head records previousReceiptDigest %s", h.Generation-1, r.SelfDigest, h.PreviousReceiptDigest))
+	if p := h.Generation - 1 - int64(len(h.Transition.Supersedes)); p >= 1 {
+		if r := byGen[p]; r != nil && r.SelfDigest != h.PreviousReceiptDigest {
+			m.Mismatches = append(m.Mismatches, fmt.Sprintf("the receipt of generation %d here is %s, but the Head records previousReceiptDigest %s", p, r.SelfDigest, h.PreviousReceiptDigest))
+		}
+	}
+	superseded := map[int64]bool{}
+	for _, e := range rep.Entries {
+		if e.Superseded != nil {
+			superseded[e.Generation] = true
 		}
 	}
 	var why []string
 	for g := int64(1); g <= last; g++ {
-		if byGen[g] != nil {
+		if byGen[g] != nil || superseded[g] {
 			continue
 		}
 		m.MissingLocally = append(m.MissingLocally, g)
