@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // SupersededAtLayout is the form of Superseded.At: RFC 3339 in UTC, whole
@@ -41,17 +43,18 @@ func CheckSupersedes(generation int64, t Transition) error {
 		if s.Kind != KindUpgrade && s.Kind != KindRollback {
 			return fieldErr(f+".kind", "%q; only an upgrade or a rollback is superseded", s.Kind)
 		}
-		if !isSemVer(s.Version) {
-			return fieldErr(f+".version", "%q is not a SemVer 2.0.0 version", s.Version)
-		}
-		if err := checkDigest(f+".commandDigest", s.CommandDigest); err != nil {
-			return err
-		}
-		if err := checkDigest(f+".preflightDigest", s.PreflightDigest); err != nil {
-			return err
-		}
-		if !mutationIDRE.MatchString(s.MutationID) {
-			return fieldErr(f+".mutationId", "%q is not 32 lowercase hex digits", s.MutationID)
+		for _, m := range []struct {
+			ok              bool
+			member, v, want string
+		}{
+			{isSemVer(s.Version), "version", s.Version, "a SemVer 2.0.0 version"},
+			{canon.IsDigest(s.CommandDigest), "commandDigest", s.CommandDigest, "a digest"},
+			{canon.IsDigest(s.PreflightDigest), "preflightDigest", s.PreflightDigest, "a digest"},
+			{mutationIDRE.MatchString(s.MutationID), "mutationId", s.MutationID, "32 lowercase hex digits"},
+		} {
+			if !m.ok {
+				return fieldErr(f+"."+m.member, "%q is not %s", m.v, m.want)
+			}
 		}
 		if at, err := time.Parse(SupersededAtLayout, s.At); err != nil || at.Format(SupersededAtLayout) != s.At {
 			return fieldErr(f+".at", "%q is not a UTC time of the form %s", s.At, SupersededAtLayout)

@@ -91,14 +91,7 @@ func TestCheckTransition(t *testing.T) {
 	applying := committedHead(t, 1, v1, inv1, nil)
 	applying.Phase = PhaseApplying
 
-	tests := []struct {
-		name  string
-		head  *Head
-		exp   ExpectedHead
-		tgt   Target
-		class fail.Class // fail.Other = allowed
-		msg   string
-	}{
+	runTransitionCases(t, []transitionCase{
 		{"install onto no Head", nil, ExpectedHead{}, tg(TransitionInstall, v1, inv1), fail.Other, ""},
 		{"upgrade onto no Head", nil, ExpectedHead{}, tg(TransitionUpgrade, v1, inv1), fail.Invalid, "first deployment must be --transition install"},
 		{"rollback onto no Head", nil, ExpectedHead{}, tg(TransitionRollback, v1, inv1), fail.Invalid, "must be --transition install"},
@@ -123,7 +116,22 @@ func TestCheckTransition(t *testing.T) {
 		{"upgrade moves a kind to another group", hBeta, hBeta.Expected(), tg(TransitionUpgrade, dep("3.3.0", 'o', invOtherGroup), invOtherGroup), fail.Invalid, "omits 1 live object(s) of 3.2.0, and kubectl-ql3 never prunes: demo.qinglong.io/v1beta1/Gadget/ns/g"},
 		{"rollback returns a custom resource to its previous version", hV1, hV1.Expected(), tg(TransitionRollback, vBeta, invBeta), fail.Other, ""},
 		{"rollback whose target is not the previous inventory", hV1, hV1.Expected(), tg(TransitionRollback, receipts.Deployment{Version: vBeta.Version, LockDigest: vBeta.LockDigest, InventoryDigest: d('0'), InventoryCount: len(invBeta)}, invBeta), fail.Invalid, "is not the previous deployment's"},
-	}
+	})
+}
+
+// transitionCase is one row of a CheckTransition table: the Head read, the
+// token the preflight pinned, the target, and the outcome.
+type transitionCase struct {
+	name  string
+	head  *Head
+	exp   ExpectedHead
+	tgt   Target
+	class fail.Class // fail.Other = allowed
+	msg   string
+}
+
+func runTransitionCases(t *testing.T, tests []transitionCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := CheckTransition(tt.head, tt.exp, tt.tgt)
@@ -137,6 +145,19 @@ func TestCheckTransition(t *testing.T) {
 				t.Fatalf("err = %v (class %v), want class %v containing %q", err, fail.ClassOf(err), tt.class, tt.msg)
 			}
 		})
+	}
+}
+
+// assertTampered seals h and checks that ParseHead refuses its bytes as
+// tamper.
+func assertTampered(t *testing.T, h *Head, name string) {
+	t.Helper()
+	if err := h.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := h.Bytes()
+	if _, err := ParseHead(data); !fail.Is(err, fail.Tamper) {
+		t.Fatalf("ParseHead accepted %s: %v", name, err)
 	}
 }
 
@@ -189,13 +210,7 @@ func TestHeadRoundTripAndValidation(t *testing.T) {
 			h := cloneHead(good)
 			h.Current.Inventory = append([]inventory.Identity(nil), good.Current.Inventory...)
 			mutate(h)
-			if err := h.Seal(); err != nil {
-				t.Fatal(err)
-			}
-			data, _ := h.Bytes()
-			if _, err := ParseHead(data); !fail.Is(err, fail.Tamper) {
-				t.Fatalf("ParseHead accepted %s: %v", name, err)
-			}
+			assertTampered(t, h, name)
 		})
 	}
 }

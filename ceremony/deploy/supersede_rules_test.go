@@ -67,14 +67,7 @@ func TestCheckSupersede(t *testing.T) {
 	}
 	forged := sup(stuck)
 	forged.PreflightDigest = d('F')
-	tests := []struct {
-		name  string
-		head  *Head
-		exp   ExpectedHead
-		tgt   Target
-		class fail.Class // fail.Other = allowed
-		msg   string
-	}{
+	runTransitionCases(t, []transitionCase{
 		{"rollback to the last committed", stuck, stuck.Expected(), with(TransitionRollback, v2, inv2, sup(stuck)), fail.Other, ""},
 		{"upgrade to a fixed release", stuck, stuck.Expected(), with(TransitionUpgrade, dep("2.1.1", 'f', inv2), inv2, sup(stuck)), fail.Other, ""},
 		{"upgrade not above the superseded", stuck, stuck.Expected(), with(TransitionUpgrade, dep("2.1.0", 'f', inv2), inv2, sup(stuck)), fail.Invalid, "not greater than the superseded 2.1.0"},
@@ -94,21 +87,7 @@ func TestCheckSupersede(t *testing.T) {
 		{"a record naming another transition", stuck, stuck.Expected(), with(TransitionRollback, v2, inv2, forged), fail.Invalid, "does not name the transition the Head is applying"},
 		{"no --supersede: the refusal names the way out", stuck, stuck.Expected(), tg(TransitionRollback, v2, inv2), fail.Conflict,
 			"`kubectl ql3 rollback DIR --expected-head " + stuck.Expected().String() + " --supersede 3`"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := CheckTransition(tt.head, tt.exp, tt.tgt)
-			if tt.class == fail.Other {
-				if err != nil {
-					t.Fatalf("want allowed, got %v", err)
-				}
-				return
-			}
-			if err == nil || fail.ClassOf(err) != tt.class || !strings.Contains(err.Error(), tt.msg) {
-				t.Fatalf("err = %v (class %v), want class %v containing %q", err, fail.ClassOf(err), tt.class, tt.msg)
-			}
-		})
-	}
+	})
 }
 
 // The superseding Head: generation stuck+1, the last committed deployment
@@ -148,13 +127,7 @@ func TestSupersedingHead(t *testing.T) {
 			m := cloneHead(h)
 			m.Transition.Supersedes = append([]receipts.Superseded(nil), h.Transition.Supersedes...)
 			mutate(m)
-			if err := m.Seal(); err != nil {
-				t.Fatal(err)
-			}
-			data, _ := m.Bytes()
-			if _, err := ParseHead(data); !fail.Is(err, fail.Tamper) {
-				t.Fatalf("ParseHead accepted %s: %v", name, err)
-			}
+			assertTampered(t, m, name)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,14 +18,7 @@ import (
 func neverConverges(t *testing.T, ns, version string) string {
 	t.Helper()
 	dir := release(t, "v3.0.0", ns, version)
-	p := filepath.Join(dir, "control.yaml")
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(strings.Replace(string(data), "replicas: 0", "replicas: 1", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	replaceInFile(t, filepath.Join(dir, "control.yaml"), "replicas: 0", "replicas: 1")
 	lockRelease(t, dir, version)
 	return dir
 }
