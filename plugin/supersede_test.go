@@ -1,0 +1,55 @@
+package plugin_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Through the built binary: an upgrade that never converges (no node runs
+// the control Deployment's replica) leaves the Head applying; a plain
+// rollback is refused naming both ways out; rollback --supersede restores
+// the last committed release; receipt audit and history say that
+// generation 2 was superseded by generation 3.
+func TestCLIRollbackSupersede(t *testing.T) {
+	ns := controlNamespace(t)
+	work := t.TempDir()
+	rdir := filepath.Join(work, "receipts")
+	v300 := releaseCopy(t, "v3.0.0", ns, "")
+	stuck := releaseCopy(t, "v3.0.0", ns, "3.0.5")
+	control := filepath.Join(stuck, "control.yaml")
+	data, err := os.ReadFile(control)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(control, []byte(strings.Replace(string(data), "replicas: 0", "replicas: 1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(stuck, "ql3.lock.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, nil, "lock", stuck, "--version", "3.0.5")
+
+	pf1, pf2 := filepath.Join(work, "1.json"), filepath.Join(work, "2.json")
+	mustRun(t, nil, "preflight", v300, "--transition", "install", "--expected-head", headToken(t, nil, ns), "--out", pf1)
+	mustRun(t, nil, "apply", "--preflight", pf1, "--receipts-dir", rdir)
+	mustRun(t, nil, "preflight", stuck, "--transition", "upgrade", "--expected-head", headToken(t, nil, ns), "--out", pf2)
+	if _, stderr, code := run(t, nil, "apply", "--preflight", pf2, "--receipts-dir", rdir, "--timeout", "2s"); code != 4 {
+		t.Fatalf("apply of an upgrade that never converges: exit %d, want 4\n%s", code, stderr)
+	}
+	tok := headToken(t, nil, ns)
+	_, stderr, code := run(t, nil, "rollback", v300, "--expected-head", tok, "--receipts-dir", rdir, "--out", filepath.Join(work, "plain.json"))
+	if code != 3 || !strings.Contains(stderr, "`kubectl ql3 rollback DIR --expected-head "+tok+" --supersede 2`") || !strings.Contains(stderr, "resume --preflight FILE") {
+		t.Fatalf("rollback onto an applying Head: exit %d, want 3 naming resume and --supersede 2\n%s", code, stderr)
+	}
+	mustRun(t, nil, "rollback", v300, "--expected-head", tok, "--supersede", "2", "--receipts-dir", rdir, "--out", filepath.Join(work, "3.json"))
+	if out := mustRun(t, nil, "receipt", "audit", rdir); !strings.Contains(out, "generation 2 (upgrade 3.0.5, preflight sha256:") || !strings.Contains(out, "generation 3 (rollback 3.0.0) superseded it") {
+		t.Fatalf("receipt audit does not say generation 2 was superseded:\n%s", out)
+	}
+	out := mustRun(t, nil, "history", rdir, "-n", ns)
+	if !strings.Contains(out, "superseded by 3") || !strings.Contains(out, "generation 2 (upgrade 3.0.5, preflight sha256:") || !strings.Contains(out, "never committed: superseded by generation 3 at ") {
+		t.Fatalf("history does not show generation 2 superseded by 3:\n%s", out)
+	}
+	t.Logf("history:\n%s", out)
+}
