@@ -53,3 +53,25 @@ func TestCLIRollbackSupersede(t *testing.T) {
 	}
 	t.Logf("history:\n%s", out)
 }
+
+// --supersede is checked against --expected-head before anything is read:
+// it names the token's generation, the applying one (exit 2 otherwise).
+func TestSupersedeFlagsInvalid(t *testing.T) {
+	tok := "ql3h1-2-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"preflight --supersede of another generation than the token's", []string{"preflight", "dir", "--transition", "rollback", "--supersede", "3", "--expected-head", tok}, "--supersede 3, but --expected-head names generation 2"},
+		{"rollback --supersede negative", []string{"rollback", "dir", "--supersede", "-2", "--expected-head", tok}, "--supersede -2: want the applying generation"},
+		{"rollback --supersede without a Head", []string{"rollback", "dir", "--supersede", "2", "--expected-head", "ql3h1-0-none"}, "--supersede 2, but --expected-head names generation 0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := run(t, nil, tt.args...)
+			if code != 2 || !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, tt.stderr) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 with %q", code, stderr, tt.stderr)
+			}
+		})
+	}
+}

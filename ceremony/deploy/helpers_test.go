@@ -109,18 +109,6 @@ func lockRelease(t *testing.T, dir, version string) {
 	}
 }
 
-// replaceInFile replaces the first old in the file at path with new.
-func replaceInFile(t *testing.T, path, old, new string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func copyDir(t *testing.T, from, to string) {
 	t.Helper()
 	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {

@@ -32,7 +32,14 @@ func TestIdentityAcrossVersions(t *testing.T) {
 	v1 := release(t, "v3.3.0-gadget-v1", ns, "")
 	// 3.4.0: 3.3.0's CRD, the Gadget written as v1beta1 again.
 	back := release(t, "v3.3.0-gadget-v1", ns, "3.4.0")
-	replaceInFile(t, filepath.Join(back, "gadget.yaml"), "demo.qinglong.io/v1\n", "demo.qinglong.io/v1beta1\n")
+	gpath := filepath.Join(back, "gadget.yaml")
+	g, err := os.ReadFile(gpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gpath, []byte(strings.Replace(string(g), "demo.qinglong.io/v1\n", "demo.qinglong.io/v1beta1\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	lockRelease(t, back, "3.4.0")
 
 	rdir := t.TempDir()

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,18 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
+
+// replaceInFile replaces the first old in the file at path with new.
+func replaceInFile(t *testing.T, path, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // neverConverges is v3.0.0 relabelled as version with its control
 // Deployment at one replica: the test control plane has no node, so it is
