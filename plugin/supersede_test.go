@@ -1,6 +1,7 @@
 package plugin_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,15 +19,16 @@ func TestCLIRollbackSupersede(t *testing.T) {
 	rdir := filepath.Join(work, "receipts")
 	v300 := releaseCopy(t, "v3.0.0", ns, "")
 	stuck := releaseCopy(t, "v3.0.0", ns, "3.0.5")
+	// One replica of the control Deployment, which no node runs; locked again.
 	control := filepath.Join(stuck, "control.yaml")
 	data, err := os.ReadFile(control)
+	if err == nil {
+		err = os.WriteFile(control, bytes.Replace(data, []byte("replicas: 0"), []byte("replicas: 1"), 1), 0o644)
+	}
+	if err == nil {
+		err = os.Remove(filepath.Join(stuck, "ql3.lock.yaml"))
+	}
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(control, []byte(strings.Replace(string(data), "replicas: 0", "replicas: 1", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(stuck, "ql3.lock.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, nil, "lock", stuck, "--version", "3.0.5")
