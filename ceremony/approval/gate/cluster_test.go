@@ -1,0 +1,199 @@
+package gate_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+)
+
+// The approval policy is proven here against a real kube-apiserver: every
+// rule, as the users it names.
+var cp *testcluster.ControlPlane
+
+func TestMain(m *testing.M) { testcluster.Main(m, testcluster.Options{}, &cp) }
+
+var digestA = "sha256:" + strings.Repeat("a", 64)
+
+func pending(proposer string) record.Approval {
+	return record.Approval{PreflightDigest: digestA, CommandDigest: digestA, ExpectedHead: "ql3h1-0-none", Proposer: proposer, Decision: record.Pending}
+}
+
+// editor grants user get, create, update, patch and delete on ConfigMaps
+// in ns: more than any printed role, so that only the policy refuses.
+func editor(t *testing.T, ns, user string) kubernetes.Interface {
+	t.Helper()
+	name := "edit-" + strings.NewReplacer(":", "-").Replace(user)
+	cp.Grant(t, ns, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "create", "update", "patch", "delete"}, APIGroups: []string{""}, Resources: []string{"configmaps"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, "")
+	cs, err := kubernetes.NewForConfig(cp.User(t, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// installPolicy applies the printed policy and binding as the admin (a
+// cluster admin runs `kubectl ql3 approval policy | kubectl apply -f -`)
+// and waits, polling with a deadline, until the API server enforces it.
+func installPolicy(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	adm := cp.Clientset().AdmissionregistrationV1()
+	if cur, err := adm.ValidatingAdmissionPolicies().Get(ctx, gate.PolicyName, metav1.GetOptions{}); err == nil {
+		p := gate.Policy()
+		p.ResourceVersion = cur.ResourceVersion
+		if _, err := adm.ValidatingAdmissionPolicies().Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	} else if _, err := adm.ValidatingAdmissionPolicies().Create(ctx, gate.Policy(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, gate.PolicyName, metav1.GetOptions{}); err == nil {
+		b := gate.Binding()
+		b.ResourceVersion = cur.ResourceVersion
+		if _, err := adm.ValidatingAdmissionPolicyBindings().Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	} else if _, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, gate.Binding(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEnforced(t)
+}
+
+func waitEnforced(t *testing.T) {
+	t.Helper()
+	ns := cp.Namespace(t)
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = gate.VerifyPolicy(ctx, cp.Clientset(), ns)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the approval policy is not enforced after 30s: %v", last)
+	}
+}
+
+// TestPolicyRules sends each request the policy must allow or deny, as the
+// user it concerns, and checks the exact outcome (allowed, or denied
+// quoting the rule's message).
+func TestPolicyRules(t *testing.T) {
+	installPolicy(t)
+	ns := cp.Namespace(t)
+	alice, bob := editor(t, ns, "alice"), editor(t, ns, "bob")
+	sa := editor(t, ns, "system:serviceaccount:"+ns+":robot")
+	ctx := context.Background()
+	create := func(cs kubernetes.Interface, cm *corev1.ConfigMap) error {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	mutate := func(a record.Approval, f func(cm *corev1.ConfigMap)) *corev1.ConfigMap {
+		cm := gate.ConfigMap(ns, a)
+		f(cm)
+		return cm
+	}
+	creates := []struct {
+		name string
+		cs   kubernetes.Interface
+		cm   *corev1.ConfigMap
+		want string // "" allowed, else the denial's message
+	}{
+		{"own pending proposal", alice, gate.ConfigMap(ns, pending("alice")), ""},
+		{"proposal in another's name", alice, gate.ConfigMap(ns, pending("bob")), gate.MsgCreate},
+		{"created approved", alice, gate.ConfigMap(ns, pending("alice").Decided(record.Approved, "bob", "")), gate.MsgCreate},
+		{"created with a reason", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { cm.Data["reason"] = "x" }), gate.MsgCreate},
+		{"an extra key", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { cm.Data["extra"] = "" }), gate.MsgShape},
+		{"a missing key", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { delete(cm.Data, "approver") }), gate.MsgShape},
+		{"no data at all", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { cm.Data = nil }), gate.MsgShape},
+		{"no labels", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { cm.Labels = nil }), gate.MsgShape},
+		{"a third label", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { cm.Labels["x"] = "y" }), gate.MsgShape},
+		{"binaryData", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"b": {1}} }), gate.MsgShape},
+		{"immutable", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { cm.Immutable = new(bool); *cm.Immutable = true }), gate.MsgShape},
+		{"another schema", alice, mutate(pending("alice"), func(cm *corev1.ConfigMap) { cm.Data["schema"] = "v2" }), gate.MsgShape},
+		{"another ConfigMap's name is not matched", alice, mutate(pending("bob"), func(cm *corev1.ConfigMap) { cm.Name = "other" }), ""},
+	}
+	for _, c := range creates {
+		t.Run("create/"+c.name, func(t *testing.T) { expect(t, create(c.cs, c.cm), c.want) })
+	}
+	if _, err := alice.CoreV1().ConfigMaps(ns).Create(ctx, gate.ConfigMap(ns, pending("alice")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	update := func(cs kubernetes.Interface, f func(cm *corev1.ConfigMap)) error {
+		cur, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, record.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		f(cur)
+		_, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cur, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	decide := func(d, approver string) func(cm *corev1.ConfigMap) {
+		return func(cm *corev1.ConfigMap) { cm.Data["decision"], cm.Data["approver"] = d, approver }
+	}
+	both := func(fs ...func(cm *corev1.ConfigMap)) func(cm *corev1.ConfigMap) {
+		return func(cm *corev1.ConfigMap) {
+			for _, f := range fs {
+				f(cm)
+			}
+		}
+	}
+	updates := []struct {
+		name string
+		cs   kubernetes.Interface
+		f    func(cm *corev1.ConfigMap)
+		want string
+	}{
+		{"self-approval", alice, decide(record.Approved, "alice"), gate.MsgUpdate},
+		{"approval in another's name", bob, decide(record.Approved, "carol"), gate.MsgUpdate},
+		{"approval by a ServiceAccount", sa, decide(record.Approved, "system:serviceaccount:" + ns + ":robot"), gate.MsgUpdate},
+		{"approval that changes the digest", bob, both(decide(record.Approved, "bob"), func(cm *corev1.ConfigMap) { cm.Data["preflightDigest"] = "sha256:" + strings.Repeat("b", 64) }), gate.MsgUpdate},
+		{"approval that changes the proposer", bob, both(decide(record.Approved, "bob"), func(cm *corev1.ConfigMap) { cm.Data["proposer"] = "mallory" }), gate.MsgUpdate},
+		{"approval that changes a label", bob, both(decide(record.Approved, "bob"), func(cm *corev1.ConfigMap) { cm.Labels["qinglong.io/approval-schema"] = "x" }), gate.MsgShape},
+		{"an update that decides nothing", bob, func(cm *corev1.ConfigMap) { cm.Annotations = map[string]string{"a": "b"} }, gate.MsgUpdate},
+		{"a decision other than approved or rejected", bob, decide("maybe", "bob"), gate.MsgUpdate},
+		{"a rejection with a reason", bob, both(decide(record.Rejected, "bob"), func(cm *corev1.ConfigMap) { cm.Data["reason"] = "no" }), ""},
+		{"a control character in the reason", bob, both(decide(record.Rejected, "bob"), func(cm *corev1.ConfigMap) { cm.Data["reason"] = "a\nb" }), gate.MsgShape},
+		{"a second person's approval", bob, decide(record.Approved, "bob"), ""},
+	}
+	for _, c := range updates {
+		t.Run("update/"+c.name, func(t *testing.T) { expect(t, update(c.cs, c.f), c.want) })
+	}
+	if err := update(bob, decide(record.Approved, "bob")); err != nil {
+		t.Fatal(err)
+	}
+	// The dry-runs above stored nothing; now bob approves for real.
+	cur, _ := bob.CoreV1().ConfigMaps(ns).Get(ctx, record.Name, metav1.GetOptions{})
+	decide(record.Approved, "bob")(cur)
+	if _, err := bob.CoreV1().ConfigMaps(ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	carol := editor(t, ns, "carol")
+	t.Run("update/a decided approval never changes", func(t *testing.T) {
+		expect(t, update(carol, decide(record.Rejected, "carol")), gate.MsgUpdate)
+	})
+}
+
+func expect(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("refused: %v, want allowed", err)
+	case want != "" && !gate.IsDenial(err, want):
+		t.Fatalf("got %v, want the policy's denial %q", err, want)
+	case want != "" && !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err):
+		t.Fatalf("denial %v is neither 403 nor 422", err)
+	}
+}
