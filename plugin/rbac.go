@@ -2,13 +2,17 @@ package plugin
 
 import (
 	"context"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
+	"github.com/qinglong/kubectl-ql3/ceremony/approval"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
 type rbacOptions struct {
@@ -20,6 +24,7 @@ type rbacOptions struct {
 	output    string
 	secrets   secretFlags
 	retireOld string
+	role      string
 }
 
 func newCmdRBAC(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -50,8 +55,14 @@ binding after its role and a hash of its subjects: prints for other users or
 releases add objects and never rewrite these (docs/ceremony.md §12).`,
 		Example: `  kubectl ql3 rbac ./release --bind-user ci-deployer | kubectl apply -f -
   kubectl ql3 rbac ./release-3.2.0 --retire-from ./release-3.1.0 --bind-user ci-deployer`,
-		Args: exactArgs(1),
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validateRole(args); err != nil {
+				return err
+			}
+			if o.role != "" {
+				return o.runRole()
+			}
 			o.dir = args[0]
 			if err := validateOutput(o.output); err != nil {
 				return err
@@ -65,6 +76,7 @@ releases add objects and never rewrite these (docs/ceremony.md §12).`,
 	cmd.Flags().StringVar(&o.bindUser, "bind-user", "", "also print bindings of the roles to the user `NAME`")
 	cmd.Flags().StringVar(&o.bindGroup, "bind-group", "", "also print bindings of the roles to the group `NAME`")
 	cmd.Flags().StringVar(&o.retireOld, "retire-from", "", "also grant get and delete, by name, on each object the deployed release `DIR_OLD` has and DIR has not (a retire)")
+	cmd.Flags().StringVar(&o.role, "role", "", "print instead the two-person rule's `ROLE` in the namespace -n: "+strings.Join(approval.Roles, ", ")+" (no DIR; docs/approval.md)")
 	o.secrets.add(cmd.Flags())
 	cmd.Flags().StringVarP(&o.output, "output", "o", "yaml", outputUsage()+"; yaml is a multi-document stream, the others see a v1 List")
 	registerOutputCompletion(cmd)
@@ -82,6 +94,33 @@ func (o *rbacOptions) Run(ctx context.Context) error {
 	}
 	opts.Mapper = mapper
 	objs, err := deploy.ReleaseRBAC(filesys.MakeFsOnDisk(), o.dir, o.retireOld, opts, deploy.RBACSubject{User: o.bindUser, Group: o.bindGroup})
+	if err != nil {
+		return err
+	}
+	return printRBAC(o.streams.Out, o.output, objs)
+}
+
+// validateRole: DIR without --role, --role without DIR (or --retire-from).
+func (o *rbacOptions) validateRole(args []string) error {
+	switch {
+	case o.role == "" && len(args) != 1:
+		return fail.Errorf(fail.Invalid, "rbac takes the release DIR (or --role %s without DIR)", strings.Join(approval.Roles, "|"))
+	case o.role != "" && (len(args) != 0 || o.retireOld != ""):
+		return fail.Errorf(fail.Invalid, "--role %q takes no DIR and no --retire-from", o.role)
+	}
+	return nil
+}
+
+// runRole prints an approval role for the namespace -n.
+func (o *rbacOptions) runRole() error {
+	if err := validateOutput(o.output); err != nil {
+		return err
+	}
+	ns, err := namespace(o.flags)
+	if err != nil {
+		return err
+	}
+	objs, err := approval.RBAC(o.role, ns, access.Subject{User: o.bindUser, Group: o.bindGroup})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
@@ -43,6 +44,8 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 		group{"ceremony", "Deployment ceremony (the Head):", []*cobra.Command{
 			newCmdLock(flags, streams), newCmdPreflight(flags, streams), newCmdApply(flags, streams, false),
 			newCmdRollback(flags, streams), newCmdApply(flags, streams, true), newCmdHead(flags, streams), newCmdRBAC(flags, streams)}},
+		group{"approval", "Two-person rule (approval of a preflight):", []*cobra.Command{
+			newCmdPropose(flags, streams), newCmdDecide(flags, streams, record.Approved), newCmdDecide(flags, streams, record.Rejected), newCmdApproval(flags, streams)}},
 		group{"views", "Read-only views:", []*cobra.Command{
 			newCmdRender(flags, streams), newCmdDiff(flags, streams), newCmdStatus(flags, streams), newCmdHistory(flags, streams)}},
 		group{"siblings", "Sibling ceremonies:", []*cobra.Command{

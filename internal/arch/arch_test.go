@@ -32,7 +32,7 @@ type rule struct {
 // manifest audits.
 var (
 	leaves = []string{"ceremony/package/intent", "ceremony/package/stagelayout", "ceremony/keyset/jwkset",
-		"ceremony/worker/delivery", "ceremony/envbundle/envcarrier"}
+		"ceremony/worker/delivery", "ceremony/envbundle/envcarrier", "ceremony/approval/record"}
 	audits = []string{"ceremony/worker/audit", "ceremony/operation"}
 	// The sibling ceremonies: each stands next to the Head and next to
 	// the others, sharing only the kernel.
@@ -70,6 +70,12 @@ var rules = append([]rule{
 		[]string{"std:net/http"}, nil},
 	{"the environment-bundle carrier needs nothing of Kubernetes", []string{"ceremony/envbundle/envcarrier"},
 		[]string{"k8s.io/", "sigs.k8s.io/", "inventory", "receipts"}, nil},
+	{"the approval's format needs nothing of Kubernetes", []string{"ceremony/approval/record"},
+		[]string{"k8s.io/", "sigs.k8s.io/", "inventory", "receipts"}, nil},
+	{"the approval gate is what apply calls: it imports no ceremony but the kernel and its format, so ceremony/deploy can import it", []string{"ceremony/approval/gate"},
+		[]string{"ceremony", "inventory", "receipts"}, []string{"ceremony/cas", "ceremony/approval/record"}},
+	{"the approval ceremony stands on the Head (it reads the record and the Head as apply does), never on the sibling ceremonies or the views", []string{"ceremony/approval"},
+		cat(siblings, []string{"ceremony/views"}), nil},
 	{"the manifest audit engine is a leaf: no cluster code, no renderer, no ceremony", []string{"internal/manifestaudit"},
 		[]string{"k8s.io/client-go", "sigs.k8s.io/kustomize", "ceremony", "inventory", "receipts"}, []string{"inventory/canon"}},
 	{"the strict JSON reader is a leaf of the standard library", []string{"internal/strictjson"},
