@@ -158,7 +158,7 @@ func TestPolicyRules(t *testing.T) {
 	}{
 		{"self-approval", alice, decide(record.Approved, "alice"), gate.MsgUpdate},
 		{"approval in another's name", bob, decide(record.Approved, "carol"), gate.MsgUpdate},
-		{"approval by a ServiceAccount", sa, decide(record.Approved, "system:serviceaccount:" + ns + ":robot"), gate.MsgUpdate},
+		{"approval by a ServiceAccount", sa, decide(record.Approved, "system:serviceaccount:"+ns+":robot"), gate.MsgUpdate},
 		{"approval that changes the digest", bob, both(decide(record.Approved, "bob"), func(cm *corev1.ConfigMap) { cm.Data["preflightDigest"] = "sha256:" + strings.Repeat("b", 64) }), gate.MsgUpdate},
 		{"approval that changes the proposer", bob, both(decide(record.Approved, "bob"), func(cm *corev1.ConfigMap) { cm.Data["proposer"] = "mallory" }), gate.MsgUpdate},
 		{"approval that changes a label", bob, both(decide(record.Approved, "bob"), func(cm *corev1.ConfigMap) { cm.Labels["qinglong.io/approval-schema"] = "x" }), gate.MsgShape},

@@ -100,4 +100,3 @@ func probe(ctx context.Context, cs kubernetes.Interface, ns string, p Probe) err
 func IsDenial(err error, msg string) bool {
 	return err != nil && strings.Contains(err.Error(), DenialPrefix+msg)
 }
-
