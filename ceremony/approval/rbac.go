@@ -47,13 +47,16 @@ func cmRule(verbs []string, names ...string) rbacv1.PolicyRule {
 //   - executor-approval: get the approval object, create ConfigMaps (the
 //     dry-run probes of gate.Check), get the policy and its binding.
 //
-// Each ClusterRole grants create on selfsubjectreviews (who am I) and get
-// on the kube-system Namespace (the cluster identity the Head is read
-// against; the executor's deployer role has it already).
+// The proposer's and approver's ClusterRole grants get on the kube-system
+// Namespace (the cluster identity the Head is read against; the
+// executor's deployer role has it already). None grants create on
+// selfsubjectreviews (who am I): every authenticated user holds it through
+// the default ClusterRole system:basic-user, and a role granting it again
+// would not be minimal.
 func RBAC(role, ns string, subj access.Subject) ([]any, error) {
 	var rules []rbacv1.PolicyRule
 	note := ""
-	cluster := []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"selfsubjectreviews"}, Verbs: []string{"create"}}}
+	var cluster []rbacv1.PolicyRule
 	switch role {
 	case RoleProposer:
 		rules = []rbacv1.PolicyRule{cmRule([]string{"get"}, headName, record.Name), cmRule([]string{"delete"}, record.Name), cmRule([]string{"create"})}
