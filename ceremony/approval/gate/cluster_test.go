@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
 
@@ -195,5 +197,99 @@ func expect(t *testing.T, err error, want string) {
 		t.Fatalf("got %v, want the policy's denial %q", err, want)
 	case want != "" && !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err):
 		t.Fatalf("denial %v is neither 403 nor 422", err)
+	}
+}
+
+// The gate refuses unless the API server enforces exactly the printed
+// policy: a binding that only audits, a deleted binding, an altered
+// policy, no policy at all. Each refusal says how to install it; the
+// reinstalled policy passes again.
+func TestVerifyPolicyRefuses(t *testing.T) {
+	installPolicy(t)
+	ctx := context.Background()
+	adm := cp.Clientset().AdmissionregistrationV1()
+	ns := cp.Namespace(t)
+	exec := cp.Clientset() // the policy's reader: the admin, so that only the policy decides
+	refused := func(t *testing.T, want string) {
+		t.Helper()
+		err := gate.VerifyPolicy(ctx, exec, ns)
+		if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), gate.InstallHint) {
+			t.Fatalf("VerifyPolicy: %v, want invalid saying %q and how to install", err, want)
+		}
+	}
+	cases := []struct {
+		name    string
+		breakIt func(t *testing.T)
+		want    string
+	}{
+		{"binding audits only", func(t *testing.T) {
+			b, _ := adm.ValidatingAdmissionPolicyBindings().Get(ctx, gate.PolicyName, metav1.GetOptions{})
+			b.Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Audit}
+			if _, err := adm.ValidatingAdmissionPolicyBindings().Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "ValidatingAdmissionPolicyBinding " + gate.PolicyName + " differs"},
+		{"binding deleted", func(t *testing.T) {
+			if err := adm.ValidatingAdmissionPolicyBindings().Delete(ctx, gate.PolicyName, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "ValidatingAdmissionPolicyBinding " + gate.PolicyName + " is absent"},
+		{"policy altered", func(t *testing.T) {
+			p, _ := adm.ValidatingAdmissionPolicies().Get(ctx, gate.PolicyName, metav1.GetOptions{})
+			p.Spec.Validations = p.Spec.Validations[:1]
+			if _, err := adm.ValidatingAdmissionPolicies().Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "ValidatingAdmissionPolicy " + gate.PolicyName + " differs"},
+		{"no policy", func(t *testing.T) {
+			if err := adm.ValidatingAdmissionPolicies().Delete(ctx, gate.PolicyName, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "ValidatingAdmissionPolicy " + gate.PolicyName + " is absent"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			installPolicy(t)
+			c.breakIt(t)
+			refused(t, c.want)
+		})
+	}
+	installPolicy(t)
+	if err := gate.VerifyPolicy(ctx, exec, ns); err != nil {
+		t.Fatalf("reinstalled: %v", err)
+	}
+}
+
+// The probes prove enforcement, not presence: with the policy matching
+// another name, the same forged approvals are accepted (dry-run) — so a
+// probe that was denied was denied by the policy as printed. (The gate
+// refuses this policy already by its spec.)
+func TestVerifyPolicyProbes(t *testing.T) {
+	installPolicy(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	exec := editor(t, ns, "executor")
+	adm := cp.Clientset().AdmissionregistrationV1()
+	p, _ := adm.ValidatingAdmissionPolicies().Get(ctx, gate.PolicyName, metav1.GetOptions{})
+	p.Spec.MatchConditions[0].Expression = "object.metadata.name == 'something-else'"
+	if _, err := adm.ValidatingAdmissionPolicies().Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { installPolicy(t) })
+	// The spec differs, so the comparison refuses first; the probes are
+	// proven on their own below by sending them while the policy is off.
+	if err := gate.VerifyPolicy(ctx, exec, ns); !fail.Is(err, fail.Invalid) {
+		t.Fatalf("VerifyPolicy: %v", err)
+	}
+	// The API server sees the policy change a moment later: poll with a deadline.
+	for _, pr := range gate.Probes("executor") {
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, last = exec.CoreV1().ConfigMaps(ns).Create(ctx, gate.ConfigMap(ns, pr.Approval), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return last == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("probe %s with the policy matching another name: %v, want accepted", pr.Name, last)
+		}
 	}
 }
