@@ -16,7 +16,7 @@ var rbacNamesRE = regexp.MustCompile("(?ms)^```text rbac-names\n\\$ kubectl ql3 
 // worked values). A "./ql3-demo-3.0.0" argument is the v3.0.0 example
 // release in namespace ql3-demo.
 func TestRBACNamesDoc(t *testing.T) {
-	for _, doc := range []string{"ceremony.md", "package-pointer.md", "worker.md", "keyset.md", "env-bundle.md"} {
+	for _, doc := range []string{"ceremony.md", "package-pointer.md", "worker.md", "keyset.md", "env-bundle.md", "approval.md"} {
 		t.Run(doc, func(t *testing.T) {
 			data, err := os.ReadFile("../docs/" + doc)
 			if err != nil {

@@ -23,6 +23,11 @@ func TestUsageErrorsAreInvalid(t *testing.T) {
 		{"apply with two directories", []string{"apply", "--preflight", "pf.json", "a", "b"}, "accepts at most 1 arg(s), received 2"},
 		{"resume with two directories", []string{"resume", "--preflight", "pf.json", "a", "b"}, "accepts at most 1 arg(s), received 2"},
 		{"rollback without --expected-head", []string{"rollback", "dir"}, `required flag(s) "expected-head" not set`},
+		{"propose without --preflight", []string{"propose"}, `required flag(s) "preflight" not set`},
+		{"reject without --reason", []string{"reject", "--preflight", "pf.json"}, `required flag(s) "reason" not set`},
+		{"rbac without DIR or --role", []string{"rbac"}, "rbac takes the release DIR (or --role proposer|approver|executor-approval without DIR)"},
+		{"rbac --role with DIR", []string{"rbac", "dir", "--role", "proposer"}, `--role "proposer" takes no DIR`},
+		{"rbac with an unknown role", []string{"rbac", "--role", "boss", "-n", "x"}, `--role "boss", want one of`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,11 +48,12 @@ func TestHelpGroups(t *testing.T) {
 		t.Fatalf("--help: exit %d\n%s", code, stderr)
 	}
 	want := map[string][]string{
-		"Deployment ceremony (the Head):": {"apply", "head", "lock", "preflight", "rbac", "resume", "rollback"},
-		"Read-only views:":                {"diff", "history", "render", "status"},
-		"Sibling ceremonies:":             {"env-bundle", "keyset", "operation", "package", "worker"},
-		"Offline audits:":                 {"receipt"},
-		"Other commands:":                 {"cache", "completion", "help", "version"},
+		"Deployment ceremony (the Head):":            {"apply", "head", "lock", "preflight", "rbac", "resume", "rollback"},
+		"Two-person rule (approval of a preflight):": {"approval", "approve", "propose", "reject"},
+		"Read-only views:":                           {"diff", "history", "render", "status"},
+		"Sibling ceremonies:":                        {"env-bundle", "keyset", "operation", "package", "worker"},
+		"Offline audits:":                            {"receipt"},
+		"Other commands:":                            {"cache", "completion", "help", "version"},
 	}
 	got := map[string][]string{}
 	title := ""
