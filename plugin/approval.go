@@ -92,11 +92,7 @@ func (o *approvalOptions) run(ctx context.Context) error {
 	if err := validateOutput(o.output, outputJSON, outputYAML); err != nil {
 		return err
 	}
-	cfg, err := restConfig(o.flags)
-	if err != nil {
-		return err
-	}
-	c, err := approval.NewClients(cfg)
+	c, err := approvalClients(o.flags)
 	if err != nil {
 		return err
 	}
@@ -116,6 +112,15 @@ func (o *approvalOptions) run(ctx context.Context) error {
 	fmt.Fprintf(o.streams.Out, "%s: %s/%s (uid %s, resourceVersion %s)\n", res.Outcome, res.Subject.Namespace, record.Name, res.UID, res.ResourceVersion)
 	fmt.Fprintf(o.streams.Out, "decision %s, proposer %s, approver %q\n", a.Decision, a.Proposer, a.Approver)
 	return nil
+}
+
+// approvalClients are the approval ceremony's clients of the kubeconfig flags.
+func approvalClients(flags *genericclioptions.ConfigFlags) (approval.Clients, error) {
+	cfg, err := restConfig(flags)
+	if err != nil {
+		return approval.Clients{}, err
+	}
+	return approval.NewClients(cfg)
 }
 
 func newCmdApproval(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -142,11 +147,7 @@ func newCmdApprovalStatus(flags *genericclioptions.ConfigFlags, streams generici
 			if err != nil {
 				return err
 			}
-			cfg, err := restConfig(flags)
-			if err != nil {
-				return err
-			}
-			c, err := approval.NewClients(cfg)
+			c, err := approvalClients(flags)
 			if err != nil {
 				return err
 			}

@@ -1,19 +1,16 @@
 package plugin_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate/gatetest"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 )
@@ -48,14 +45,7 @@ func installApprovalPolicy(t *testing.T) {
 	if out, err := kubectlAs(t, cp.AdminKubeconfig, policy, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply the policy: %v\n%s", err, out)
 	}
-	ns := controlNamespace(t)
-	var last error
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = gate.VerifyPolicy(ctx, cp.Clientset(), ns)
-		return last == nil, nil
-	}); err != nil {
-		t.Fatalf("the approval policy is not enforced after 30s: %v", last)
-	}
+	gatetest.WaitEnforced(t, cp.Clientset(), controlNamespace(t))
 }
 
 // The two-person rule through the built binary, each person with their
@@ -154,4 +144,3 @@ func stripServerFields(t *testing.T, s string) string {
 	}
 	return string(b)
 }
-

@@ -87,6 +87,17 @@ func load(ctx context.Context, c Clients, path string) (Subject, error) {
 	return s, nil
 }
 
+// loadAs is load, and the caller's username as the API server
+// authenticated it.
+func loadAs(ctx context.Context, c Clients, path string) (Subject, string, error) {
+	s, err := load(ctx, c, path)
+	if err != nil {
+		return Subject{}, "", err
+	}
+	me, err := gate.WhoAmI(ctx, c.CS)
+	return s, me, err
+}
+
 // Result is a propose, approve or reject: the approval object as it now is.
 type Result struct {
 	Subject Subject `json:"subject"`

@@ -37,11 +37,7 @@ func Decide(ctx context.Context, c Clients, req DecideRequest) (*Result, error) 
 	if err := record.CheckReason(req.Reason); err != nil {
 		return nil, fail.Errorf(fail.Invalid, "--reason: %v", err)
 	}
-	s, err := load(ctx, c, req.Record)
-	if err != nil {
-		return nil, err
-	}
-	me, err := gate.WhoAmI(ctx, c.CS)
+	s, me, err := loadAs(ctx, c, req.Record)
 	if err != nil {
 		return nil, err
 	}

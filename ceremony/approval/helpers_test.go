@@ -10,16 +10,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval"
-	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate/gatetest"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/receipts"
@@ -188,32 +186,8 @@ func rulesOf(t *testing.T, role string) [][2]any {
 	return out
 }
 
-var policyOnce = make(chan struct{}, 1)
-
-// installPolicy applies the printed policy as the admin once per package
-// run and waits (polling with a deadline) until the API server enforces it.
-func installPolicy(t *testing.T) {
-	t.Helper()
-	select {
-	case policyOnce <- struct{}{}:
-		adm := cp.Clientset().AdmissionregistrationV1()
-		ctx := context.Background()
-		if _, err := adm.ValidatingAdmissionPolicies().Create(ctx, gate.Policy(), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, gate.Binding(), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	default:
-	}
-	ns := cp.Namespace(t)
-	var last error
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = gate.VerifyPolicy(ctx, cp.Clientset(), ns)
-		return last == nil, nil
-	}); err != nil {
-		t.Fatalf("the approval policy is not enforced after 30s: %v", last)
-	}
-}
+// installPolicy applies the printed policy as the admin and waits until
+// the API server enforces it.
+func installPolicy(t *testing.T) { gatetest.Install(t, cp.Clientset(), cp.Namespace(t)) }
 
 func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }

@@ -33,11 +33,7 @@ type ProposeRequest struct {
 // against a Head that is gone; a pending one still valid for another
 // preflight, or this record's rejection, only with req.Replace.
 func Propose(ctx context.Context, c Clients, req ProposeRequest) (*Result, error) {
-	s, err := load(ctx, c, req.Record)
-	if err != nil {
-		return nil, err
-	}
-	me, err := gate.WhoAmI(ctx, c.CS)
+	s, me, err := loadAs(ctx, c, req.Record)
 	if err != nil {
 		return nil, err
 	}

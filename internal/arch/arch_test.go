@@ -73,7 +73,7 @@ var rules = append([]rule{
 	{"the approval's format needs nothing of Kubernetes", []string{"ceremony/approval/record"},
 		[]string{"k8s.io/", "sigs.k8s.io/", "inventory", "receipts"}, nil},
 	{"the approval gate is what apply calls: it imports no ceremony but the kernel and its format, so ceremony/deploy can import it", []string{"ceremony/approval/gate"},
-		[]string{"ceremony", "inventory", "receipts"}, []string{"ceremony/cas", "ceremony/approval/record"}},
+		[]string{"ceremony", "inventory", "receipts"}, []string{"ceremony/cas", "ceremony/approval/record", "ceremony/approval/gate"}},
 	{"the approval ceremony stands on the Head (it reads the record and the Head as apply does), never on the sibling ceremonies or the views", []string{"ceremony/approval"},
 		cat(siblings, []string{"ceremony/views"}), nil},
 	{"the manifest audit engine is a leaf: no cluster code, no renderer, no ceremony", []string{"internal/manifestaudit"},
@@ -85,7 +85,7 @@ var rules = append([]rule{
 	{"test machinery never ships", []string{"cmd", "plugin", "ceremony", "inventory", "receipts", "krew",
 		"internal/fail", "internal/safefile", "internal/strictjson", "internal/manifestaudit", "internal/crashpoint",
 		"internal/ociarchive", "hack/imagearchive"},
-		[]string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors"}, nil},
+		[]string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors", "ceremony/approval/gate/gatetest"}, nil},
 }, siblingRules()...)
 
 // siblingRules: a sibling ceremony imports no other ceremony's folder.

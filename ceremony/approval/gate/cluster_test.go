@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate/gatetest"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
@@ -48,46 +49,10 @@ func editor(t *testing.T, ns, user string) kubernetes.Interface {
 	return cs
 }
 
-// installPolicy applies the printed policy and binding as the admin (a
-// cluster admin runs `kubectl ql3 approval policy | kubectl apply -f -`)
-// and waits, polling with a deadline, until the API server enforces it.
-func installPolicy(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	adm := cp.Clientset().AdmissionregistrationV1()
-	if cur, err := adm.ValidatingAdmissionPolicies().Get(ctx, gate.PolicyName, metav1.GetOptions{}); err == nil {
-		p := gate.Policy()
-		p.ResourceVersion = cur.ResourceVersion
-		if _, err := adm.ValidatingAdmissionPolicies().Update(ctx, p, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	} else if _, err := adm.ValidatingAdmissionPolicies().Create(ctx, gate.Policy(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if cur, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, gate.PolicyName, metav1.GetOptions{}); err == nil {
-		b := gate.Binding()
-		b.ResourceVersion = cur.ResourceVersion
-		if _, err := adm.ValidatingAdmissionPolicyBindings().Update(ctx, b, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	} else if _, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, gate.Binding(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitEnforced(t)
-}
-
-func waitEnforced(t *testing.T) {
-	t.Helper()
-	ns := cp.Namespace(t)
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = gate.VerifyPolicy(ctx, cp.Clientset(), ns)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the approval policy is not enforced after 30s: %v", last)
-	}
-}
+// installPolicy applies the printed policy as the admin (a cluster admin
+// runs `kubectl ql3 approval policy | kubectl apply -f -`) and waits until
+// the API server enforces it.
+func installPolicy(t *testing.T) { gatetest.Install(t, cp.Clientset(), cp.Namespace(t)) }
 
 // TestPolicyRules sends each request the policy must allow or deny, as the
 // user it concerns, and checks the exact outcome (allowed, or denied

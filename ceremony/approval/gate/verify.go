@@ -21,23 +21,23 @@ import (
 // already approved. Anything else refuses, saying how to install it.
 func VerifyPolicy(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	adm := cs.AdmissionregistrationV1()
-	vap, err := adm.ValidatingAdmissionPolicies().Get(ctx, PolicyName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return refusePolicy("ValidatingAdmissionPolicy %s is absent", PolicyName)
-	case err != nil:
-		return cas.Classify(cas.OpRead, "read ValidatingAdmissionPolicy "+PolicyName, err)
-	case !apiequality.Semantic.DeepEqual(vap.Spec, Policy().Spec):
-		return refusePolicy("ValidatingAdmissionPolicy %s differs from the one the tool prints", PolicyName)
+	if err := sameSpec("ValidatingAdmissionPolicy", func() (any, error) {
+		p, err := adm.ValidatingAdmissionPolicies().Get(ctx, PolicyName, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return p.Spec, nil
+	}, Policy().Spec); err != nil {
+		return err
 	}
-	b, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, PolicyName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return refusePolicy("ValidatingAdmissionPolicyBinding %s is absent", PolicyName)
-	case err != nil:
-		return cas.Classify(cas.OpRead, "read ValidatingAdmissionPolicyBinding "+PolicyName, err)
-	case !apiequality.Semantic.DeepEqual(b.Spec, Binding().Spec):
-		return refusePolicy("ValidatingAdmissionPolicyBinding %s differs from the one the tool prints (validationActions %v)", PolicyName, b.Spec.ValidationActions)
+	if err := sameSpec("ValidatingAdmissionPolicyBinding", func() (any, error) {
+		b, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, PolicyName, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return b.Spec, nil
+	}, Binding().Spec); err != nil {
+		return err
 	}
 	me, err := WhoAmI(ctx, cs)
 	if err != nil {
@@ -47,6 +47,21 @@ func VerifyPolicy(ctx context.Context, cs kubernetes.Interface, ns string) error
 		if err := probe(ctx, cs, ns, p); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// sameSpec reads the spec of kind's object named PolicyName and compares
+// it with want (semantic equality: nil and empty lists are equal).
+func sameSpec(kind string, get func() (any, error), want any) error {
+	got, err := get()
+	switch {
+	case apierrors.IsNotFound(err):
+		return refusePolicy("%s %s is absent", kind, PolicyName)
+	case err != nil:
+		return cas.Classify(cas.OpRead, "read "+kind+" "+PolicyName, err)
+	case !apiequality.Semantic.DeepEqual(got, want):
+		return refusePolicy("%s %s differs from the one the tool prints", kind, PolicyName)
 	}
 	return nil
 }
