@@ -124,6 +124,17 @@ func TestCLIApproval(t *testing.T) {
 	if _, stderr, code := run(t, bob, "approve", "--preflight", pf); code != 3 || !strings.Contains(stderr, "rejected by bob") {
 		t.Fatalf("approve the superseded record: exit %d: %s", code, stderr)
 	}
+
+	// The Head moves (the admin installs 3.0.0): an approval of a record
+	// made against the old Head is no longer valid, and status says so.
+	mustRun(t, nil, "apply", "--preflight", pf)
+	if _, stderr, code := run(t, alice, "propose", "--preflight", pf2, "--replace"); code != 3 || !strings.Contains(stderr, "head "+ns+" moved") {
+		t.Fatalf("propose after the Head moved: exit %d: %s", code, stderr)
+	}
+	st = approval.StatusReport{}
+	if err := json.Unmarshal([]byte(mustRun(t, bob, "approval", "status", "-n", ns, "-o", "json")), &st); err != nil || st.MatchesHead || st.Head == deploy.AbsentToken {
+		t.Fatalf("status after the Head moved: %+v %v", st, err)
+	}
 }
 
 // stripServerFields drops what the API server set (uid, resourceVersion,
