@@ -11,7 +11,7 @@ import (
 func valid() record.Object {
 	a := record.Approval{PreflightDigest: "sha256:" + strings.Repeat("a", 64), CommandDigest: "sha256:" + strings.Repeat("b", 64),
 		ExpectedHead: "ql3h1-2-" + strings.Repeat("c", 64) + "-" + strings.Repeat("d", 64) + "-" + strings.Repeat("e", 64),
-		Proposer: "alice", Decision: record.Pending}
+		Proposer:     "alice", Decision: record.Pending}
 	return record.Object{Name: record.Name, Labels: record.Labels(), Data: a.Data()}
 }
 
@@ -25,7 +25,11 @@ func TestParse(t *testing.T) {
 		want string // "" valid
 	}{
 		{"pending", func(*record.Object) {}, ""},
-		{"approved by another", func(o *record.Object) { set("decision", "approved")(o); set("approver", "bob")(o); set("reason", "ok")(o) }, ""},
+		{"approved by another", func(o *record.Object) {
+			set("decision", "approved")(o)
+			set("approver", "bob")(o)
+			set("reason", "ok")(o)
+		}, ""},
 		{"install token", set("expectedHead", "ql3h1-0-none"), ""},
 		{"another name", func(o *record.Object) { o.Name = "x" }, `name "x"`},
 		{"a third label", func(o *record.Object) { o.Labels["x"] = "y" }, "labels"},
@@ -41,8 +45,15 @@ func TestParse(t *testing.T) {
 		{"another decision", set("decision", "maybe"), `decision "maybe"`},
 		{"self-approval", func(o *record.Object) { set("decision", "approved")(o); set("approver", "alice")(o) }, "by its own proposer"},
 		{"approved without approver", set("decision", "approved"), "without an approver"},
-		{"ServiceAccount approver", func(o *record.Object) { set("decision", "rejected")(o); set("approver", "system:serviceaccount:a:b")(o) }, "ServiceAccount"},
-		{"a control character", func(o *record.Object) { set("decision", "rejected")(o); set("approver", "bob")(o); set("reason", "a\tb")(o) }, "control character"},
+		{"ServiceAccount approver", func(o *record.Object) {
+			set("decision", "rejected")(o)
+			set("approver", "system:serviceaccount:a:b")(o)
+		}, "ServiceAccount"},
+		{"a control character", func(o *record.Object) {
+			set("decision", "rejected")(o)
+			set("approver", "bob")(o)
+			set("reason", "a\tb")(o)
+		}, "control character"},
 		{"a reason too long", func(o *record.Object) {
 			set("decision", "rejected")(o)
 			set("approver", "bob")(o)
