@@ -85,7 +85,7 @@ func (o *approvalOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.record, "preflight", "", "the preflight record `FILE`")
 	_ = cmd.MarkFlagRequired("preflight")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
-	registerOutputCompletion(cmd)
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
 }
 
 func (o *approvalOptions) run(ctx context.Context) error {
@@ -163,7 +163,7 @@ func newCmdApprovalStatus(flags *genericclioptions.ConfigFlags, streams generici
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", outputUsage(outputJSON, outputYAML))
-	registerOutputCompletion(cmd)
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
 	return cmd
 }
 
@@ -203,6 +203,6 @@ Offline.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", outputYAML, outputUsage(outputJSON, outputYAML)+"; yaml is a multi-document stream, the others see a v1 List")
-	registerOutputCompletion(cmd)
+	registerOutputCompletion(cmd, outputJSON, outputYAML)
 	return cmd
 }

@@ -60,7 +60,8 @@ func TestCLIApproval(t *testing.T) {
 	mustRun(t, nil, "preflight", releaseCopy(t, "v3.0.0", ns, ""), "--transition", "install", "--expected-head", deploy.AbsentToken, "--out", pf)
 	aliceKC, alice := userEnv(t, "alice")
 	_, bob := userEnv(t, "bob")
-	for _, g := range [][2]string{{approval.RoleProposer, "alice"}, {approval.RoleApprover, "alice"}, {approval.RoleApprover, "bob"}} {
+	piaKC, _ := userEnv(t, "pia") // exactly the printed proposer role, nothing else
+	for _, g := range [][2]string{{approval.RoleProposer, "alice"}, {approval.RoleApprover, "alice"}, {approval.RoleApprover, "bob"}, {approval.RoleProposer, "pia"}} {
 		rbac := mustRun(t, nil, "rbac", "--role", g[0], "-n", ns, "--bind-user", g[1])
 		if out, err := kubectlAs(t, cp.AdminKubeconfig, rbac, "apply", "-f", "-"); err != nil {
 			t.Fatalf("apply %s role: %v\n%s", g[0], err, out)
@@ -86,8 +87,9 @@ func TestCLIApproval(t *testing.T) {
 	if out, err := kubectlAs(t, aliceKC, self, "replace", "-f", "-"); err == nil || !strings.Contains(out, gate.DenialPrefix+gate.MsgUpdate) {
 		t.Fatalf("self-approval by kubectl replace: %v\n%s", err, out)
 	}
-	// A forgery by the proposer with exactly the printed proposer role:
-	// a new object in bob's name (after deleting hers), or created approved.
+	// A forgery by a proposer (alice, and pia, who holds exactly the
+	// printed proposer role): a new object in bob's name (after deleting
+	// alice's), or created approved.
 	if out, err := kubectlAs(t, aliceKC, "", "delete", "configmap", record.Name, "-n", ns); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -95,8 +97,10 @@ func TestCLIApproval(t *testing.T) {
 		strings.Replace(cur, `"proposer": "alice"`, `"proposer": "bob"`, 1),
 		strings.Replace(strings.Replace(cur, `"decision": "pending"`, `"decision": "approved"`, 1), `"approver": ""`, `"approver": "bob"`, 1),
 	} {
-		if out, err := kubectlAs(t, aliceKC, stripServerFields(t, forged), "create", "-f", "-"); err == nil || !strings.Contains(out, gate.DenialPrefix+gate.MsgCreate) {
-			t.Fatalf("forged create: %v\n%s", err, out)
+		for _, kc := range []string{aliceKC, piaKC} {
+			if out, err := kubectlAs(t, kc, stripServerFields(t, forged), "create", "-f", "-"); err == nil || !strings.Contains(out, gate.DenialPrefix+gate.MsgCreate) {
+				t.Fatalf("forged create as %s: %v\n%s", kc, err, out)
+			}
 		}
 	}
 	mustRun(t, alice, "propose", "--preflight", pf)
