@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,22 +22,12 @@ import (
 // already approved. Anything else refuses, saying how to install it.
 func VerifyPolicy(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	adm := cs.AdmissionregistrationV1()
-	if err := sameSpec("ValidatingAdmissionPolicy", func() (any, error) {
-		p, err := adm.ValidatingAdmissionPolicies().Get(ctx, PolicyName, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return p.Spec, nil
-	}, Policy().Spec); err != nil {
+	if err := sameSpec(ctx, "ValidatingAdmissionPolicy", adm.ValidatingAdmissionPolicies(),
+		func(p *admissionv1.ValidatingAdmissionPolicy) any { return p.Spec }, Policy().Spec); err != nil {
 		return err
 	}
-	if err := sameSpec("ValidatingAdmissionPolicyBinding", func() (any, error) {
-		b, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, PolicyName, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return b.Spec, nil
-	}, Binding().Spec); err != nil {
+	if err := sameSpec(ctx, "ValidatingAdmissionPolicyBinding", adm.ValidatingAdmissionPolicyBindings(),
+		func(b *admissionv1.ValidatingAdmissionPolicyBinding) any { return b.Spec }, Binding().Spec); err != nil {
 		return err
 	}
 	me, err := WhoAmI(ctx, cs)
@@ -51,16 +42,16 @@ func VerifyPolicy(ctx context.Context, cs kubernetes.Interface, ns string) error
 	return nil
 }
 
-// sameSpec reads the spec of kind's object named PolicyName and compares
-// it with want (semantic equality: nil and empty lists are equal).
-func sameSpec(kind string, get func() (any, error), want any) error {
-	got, err := get()
+// sameSpec reads kind's object named PolicyName exactly and compares its
+// spec with want (semantic equality: nil and empty lists are equal).
+func sameSpec[T cas.Object](ctx context.Context, kind string, c cas.Client[T], spec func(T) any, want any) error {
+	got, present, err := cas.Read(ctx, c, PolicyName, kind+" "+PolicyName)
 	switch {
-	case apierrors.IsNotFound(err):
-		return refusePolicy("%s %s is absent", kind, PolicyName)
 	case err != nil:
-		return cas.Classify(cas.OpRead, "read "+kind+" "+PolicyName, err)
-	case !apiequality.Semantic.DeepEqual(got, want):
+		return err
+	case !present:
+		return refusePolicy("%s %s is absent", kind, PolicyName)
+	case !apiequality.Semantic.DeepEqual(spec(got), want):
 		return refusePolicy("%s %s differs from the one the tool prints", kind, PolicyName)
 	}
 	return nil

@@ -12,31 +12,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 )
 
 // Install creates, or updates back to what the tool prints, the policy
 // and its binding as admin, then WaitEnforced in ns.
 func Install(t testing.TB, admin kubernetes.Interface, ns string) {
 	t.Helper()
-	ctx := context.Background()
 	adm := admin.AdmissionregistrationV1()
-	p, b := gate.Policy(), gate.Binding()
-	if cur, err := adm.ValidatingAdmissionPolicies().Get(ctx, gate.PolicyName, metav1.GetOptions{}); err == nil {
-		p.ResourceVersion = cur.ResourceVersion
-		_, err = adm.ValidatingAdmissionPolicies().Update(ctx, p, metav1.UpdateOptions{})
-		check(t, err)
-	} else {
-		_, err = adm.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{})
-		check(t, err)
-	}
-	if cur, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, gate.PolicyName, metav1.GetOptions{}); err == nil {
-		b.ResourceVersion = cur.ResourceVersion
-		_, err = adm.ValidatingAdmissionPolicyBindings().Update(ctx, b, metav1.UpdateOptions{})
-		check(t, err)
-	} else {
-		_, err = adm.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{})
-		check(t, err)
-	}
+	put(t, adm.ValidatingAdmissionPolicies(), gate.Policy())
+	put(t, adm.ValidatingAdmissionPolicyBindings(), gate.Binding())
 	WaitEnforced(t, admin, ns)
 }
 
@@ -54,8 +39,17 @@ func WaitEnforced(t testing.TB, admin kubernetes.Interface, ns string) {
 	}
 }
 
-func check(t testing.TB, err error) {
+// put creates obj, or updates the object of its name to it.
+func put[T cas.Object](t testing.TB, c cas.Client[T], obj T) {
 	t.Helper()
+	ctx := context.Background()
+	cur, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err == nil {
+		obj.SetResourceVersion(cur.GetResourceVersion())
+		_, err = c.Update(ctx, obj, metav1.UpdateOptions{})
+	} else {
+		_, err = c.Create(ctx, obj, metav1.CreateOptions{})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
