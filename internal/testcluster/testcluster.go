@@ -389,14 +389,20 @@ func (cp *ControlPlane) Kubeconfig(user string, groups ...string) (string, error
 	if err != nil {
 		return "", err
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["ql3-test"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.ca.certPEM}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
-	cfg.Contexts[user] = &clientcmdapi.Context{Cluster: "ql3-test", AuthInfo: user, Namespace: "default"}
-	cfg.CurrentContext = user
 	name := strings.NewReplacer(":", "_", "/", "_").Replace(user)
 	path := cp.path("kubeconfigs", name+".yaml")
-	return path, clientcmd.WriteToFile(*cfg, path)
+	return path, cp.writeKubeconfig(path, user, &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key})
+}
+
+// writeKubeconfig writes a kubeconfig for this control plane whose one
+// user, named user, authenticates by auth; its context is named user too.
+func (cp *ControlPlane) writeKubeconfig(path, user string, auth *clientcmdapi.AuthInfo) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["ql3-test"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.ca.certPEM}
+	cfg.AuthInfos[user] = auth
+	cfg.Contexts[user] = &clientcmdapi.Context{Cluster: "ql3-test", AuthInfo: user, Namespace: "default"}
+	cfg.CurrentContext = user
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // UserConfig is a client configuration for user (with the given groups):
