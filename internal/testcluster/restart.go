@@ -31,7 +31,13 @@ func (cp *ControlPlane) RestartAPIServer() error {
 	if err := waitHTTP(cp.URL+"/livez", tr, 90*time.Second, p); err != nil {
 		return err
 	}
-	return cp.waitReady(90 * time.Second)
+	if err := cp.waitReady(90 * time.Second); err != nil {
+		return err
+	}
+	if cp.oidc != nil {
+		return cp.waitOIDC(60 * time.Second)
+	}
+	return nil
 }
 
 // RestartEtcd stops etcd and starts it again on the same ports and data

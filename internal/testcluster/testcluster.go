@@ -50,6 +50,11 @@ type Options struct {
 	// root and what `make controlplane` and hack/node-packages.sh install;
 	// the images it offers are nodeimage's local tags.
 	Node bool
+	// OIDC also starts a test OpenID Connect issuer in the test process and
+	// configures kube-apiserver's JWT authenticator (--authentication-config)
+	// to trust it next to client certificates; OIDCUser gives a kubeconfig
+	// whose user gets its tokens by an exec credential plugin.
+	OIDC bool
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
@@ -69,6 +74,9 @@ type ControlPlane struct {
 	admin    *rest.Config
 	nsSerial int
 	node     *node // when Options.Node
+
+	oidc      *oidcIssuer // when Options.OIDC
+	oidcLogin string      // the exec credential plugin, when Options.OIDC
 }
 
 type proc struct {
@@ -149,6 +157,11 @@ func (cp *ControlPlane) start() error {
 	if err := serviceAccountKey(cp.path("pki", "sa.key")); err != nil {
 		return err
 	}
+	if cp.opts.OIDC {
+		if err := cp.startOIDC(); err != nil {
+			return err
+		}
+	}
 	if err := cp.startEtcd(); err != nil {
 		return err
 	}
@@ -163,6 +176,11 @@ func (cp *ControlPlane) start() error {
 	}
 	if err := cp.waitReady(90 * time.Second); err != nil {
 		return err
+	}
+	if cp.opts.OIDC {
+		if err := cp.waitOIDC(60 * time.Second); err != nil {
+			return err
+		}
 	}
 	if cp.opts.ControllerManager {
 		if err := cp.startControllerManager(); err != nil {
@@ -242,6 +260,9 @@ func (cp *ControlPlane) startAPIServer() error {
 				return err
 			}
 			args = append(args, kubelet...)
+		}
+		if cp.opts.OIDC {
+			args = append(args, "--authentication-config="+cp.path("authentication-config.yaml"))
 		}
 		if cp.opts.AuditLog {
 			policy := cp.path("audit-policy.yaml")
@@ -486,6 +507,9 @@ func (cp *ControlPlane) Stop(keepLogs bool) {
 			break
 		}
 		cp.stopProc(p)
+	}
+	if cp.oidc != nil {
+		cp.oidc.stop()
 	}
 	if keepLogs {
 		fmt.Fprintf(os.Stderr, "testcluster: control plane logs kept in %s\n", cp.path("logs"))

@@ -16,7 +16,7 @@ import (
 
 var cp *ControlPlane
 
-func TestMain(m *testing.M) { Main(m, Options{AuditLog: true}, &cp) }
+func TestMain(m *testing.M) { Main(m, Options{AuditLog: true, OIDC: true}, &cp) }
 
 // The control plane enforces resourceVersion compare-and-swap: an update
 // carrying a stale resourceVersion is a 409, and server-side apply works.
