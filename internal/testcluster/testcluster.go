@@ -1,7 +1,9 @@
 // Package testcluster starts a real Kubernetes control plane on loopback for
 // tests: etcd and kube-apiserver (and optionally kube-controller-manager) built
 // from the Go module proxy by hack/controlplane.sh. It hands tests an admin
-// kubeconfig, restricted-user kubeconfigs for RBAC tests, and fresh namespaces.
+// kubeconfig, restricted-user kubeconfigs for RBAC tests (client certificates,
+// and with Options.OIDC tokens of a test issuer through an exec credential
+// plugin: docs/test-identities.md), and fresh namespaces.
 //
 // There are no fakes here: resourceVersion compare-and-swap, server-side apply,
 // dry-run, admission and RBAC are kube-apiserver's own.
