@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	// own directory.
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
-	testcluster.Main(m, testcluster.Options{ControllerManager: true, AuditLog: true}, &cp)
+	testcluster.Main(m, testcluster.Options{ControllerManager: true, AuditLog: true, OIDC: true}, &cp)
 }
 
 // run executes the built plugin and returns stdout, stderr and the exit code.
