@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -129,9 +131,37 @@ func TestSupersedeRollbackWhileStuckApplyRuns(t *testing.T) {
 	}
 }
 
-// A supersede and a resume of the stuck generation race: exactly one of
-// the two Head writes wins; the other is a conflict (exit 3).
+// A supersede and a resume of the stuck generation race for the applying
+// Head, driven both ways: each has read and validated generation 2 and its
+// Head write is held until the other has written; exactly the one that
+// wrote first wins, and the other's compare-and-swap (the resourceVersion
+// it validated) is a 409 it settles by reading: a conflict, exit 3.
 func TestSupersedeRacesResume(t *testing.T) {
+	t.Run("supersede first", func(t *testing.T) {
+		se, re, h, stuck := raceSupersedeResume(t, false)
+		if se != nil || !fail.Is(re, fail.Conflict) {
+			t.Fatalf("supersede %v, resume %v (class %v): want the supersede to commit and the resume to conflict", se, re, fail.ClassOf(re))
+		}
+		if h.Generation != 3 || h.Phase != deploy.PhaseCommitted || len(h.Transition.Supersedes) != 1 || h.Transition.Supersedes[0].MutationID != stuck.Transition.MutationID {
+			t.Fatalf("after the supersede won, the Head is generation %d %s, supersedes %+v", h.Generation, h.Phase, h.Transition.Supersedes)
+		}
+	})
+	t.Run("resume first", func(t *testing.T) {
+		se, re, h, stuck := raceSupersedeResume(t, true)
+		if !fail.Is(se, fail.Conflict) || !fail.Is(re, fail.Unavailable) {
+			t.Fatalf("supersede %v (class %v), resume %v (class %v): want the resume to take over (then wait out --timeout) and the supersede to conflict",
+				se, fail.ClassOf(se), re, fail.ClassOf(re))
+		}
+		if h.Generation != 2 || h.Phase != deploy.PhaseApplying || h.Transition.MutationID == stuck.Transition.MutationID {
+			t.Fatalf("after the resume won, the Head is generation %d %s mutation %s", h.Generation, h.Phase, h.Transition.MutationID)
+		}
+	})
+}
+
+// raceSupersedeResume holds the Head write of the loser-to-be (the
+// supersede when resumeFirst, else the resume) until the other command
+// has returned, and returns both outcomes and the Head.
+func raceSupersedeResume(t *testing.T, resumeFirst bool) (supersedeErr, resumeErr error, h, stuck *deploy.Head) {
 	ns := targetNamespace(t)
 	o := options(t, cluster(t, userConfig(t, "alice", "system:masters")), t.TempDir())
 	v300, stuckPF, stuck := stuckUpgrade(t, o, ns)
@@ -139,35 +169,36 @@ func TestSupersedeRacesResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := o
-	short.Timeout = 2 * time.Second
-	start := make(chan struct{})
-	supersedeErr, resumeErr := make(chan error, 1), make(chan error, 1)
-	go func() {
-		<-start
+	held := userConfig(t, "alice", "system:masters")
+	gate := faults.Hold(held, headWrite(ns, http.MethodPut, "applying"))
+	slow, fast := options(t, cluster(t, held), t.TempDir()), o
+	supersede := func(o deploy.Options) error {
 		_, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
-		supersedeErr <- err
-	}()
-	go func() {
-		<-start
-		_, err := deploy.RunApply(context.Background(), short, deploy.ApplyRequest{Preflight: stuckPF.Record, Resume: true})
-		resumeErr <- err
-	}()
-	close(start)
-	se, re := <-supersedeErr, <-resumeErr
-	h := headOf(t, ns)
-	switch {
-	case se == nil && fail.Is(re, fail.Conflict):
-		if h.Generation != 3 || h.Phase != deploy.PhaseCommitted {
-			t.Fatalf("supersede won, but the Head is generation %d %s", h.Generation, h.Phase)
-		}
-	case fail.Is(se, fail.Conflict) && fail.Is(re, fail.Unavailable): // resume took over, then waited out --timeout
-		if h.Generation != 2 || h.Phase != deploy.PhaseApplying || h.Transition.MutationID == stuck.Transition.MutationID {
-			t.Fatalf("resume won, but the Head is generation %d %s mutation %s", h.Generation, h.Phase, h.Transition.MutationID)
-		}
-	default:
-		t.Fatalf("want exactly one winner: supersede %v (class %v), resume %v (class %v)", se, fail.ClassOf(se), re, fail.ClassOf(re))
+		return err
 	}
+	resume := func(o deploy.Options) error {
+		_, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: stuckPF.Record, Resume: true})
+		return err
+	}
+	first, second := supersede, resume
+	if resumeFirst {
+		first, second = resume, supersede
+		fast.Timeout = 2 * time.Second // the resume takes over, then waits out --timeout (no node: never Available)
+	}
+	secondErr := make(chan error, 1)
+	go func() { secondErr <- second(slow) }()
+	select {
+	case <-gate.Reached():
+	case err := <-secondErr:
+		t.Fatalf("the held command ended before its Head write: %v", err)
+	}
+	firstErr := first(fast)
+	gate.Release()
+	errSecond := <-secondErr
+	if resumeFirst {
+		return errSecond, firstErr, headOf(t, ns), stuck
+	}
+	return firstErr, errSecond, headOf(t, ns), stuck
 }
 
 // Refusals, nothing written: a generation that is not the applying one,

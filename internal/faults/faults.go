@@ -252,3 +252,49 @@ func NewDrop(match Match) *Fault { return &Fault{match: match, Times: 1} }
 func NewDelay(match Match, hold time.Duration) *Fault {
 	return &Fault{match: match, hold: hold, Times: 1}
 }
+
+// Gate holds matching requests before they are sent, so a test can put two
+// writers' requests in a known order: Reached is closed when the first
+// matching request arrives, and every matching request waits (or its
+// context ends) until Release. A request held this way has not reached the
+// server.
+type Gate struct {
+	next    http.RoundTripper
+	match   Match
+	reached chan struct{}
+	reach   sync.Once
+	release chan struct{}
+	free    sync.Once
+}
+
+// Hold installs a Gate on cfg.
+func Hold(cfg *rest.Config, match Match) *Gate {
+	g := &Gate{match: match, reached: make(chan struct{}), release: make(chan struct{})}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { g.next = rt; return g })
+	return g
+}
+
+// Reached is closed once a matching request is held.
+func (g *Gate) Reached() <-chan struct{} { return g.reached }
+
+// Release lets held requests (and all later ones) through.
+func (g *Gate) Release() { g.free.Do(func() { close(g.release) }) }
+
+func (g *Gate) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil && req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			body, _ = io.ReadAll(rc)
+			rc.Close()
+		}
+	}
+	if g.match(req, body) {
+		g.reach.Do(func() { close(g.reached) })
+		select {
+		case <-g.release:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return g.next.RoundTrip(req)
+}
