@@ -22,7 +22,8 @@ import (
 // asks the API server whether the caller holds every permission the apply
 // will use — get and update (and, with no Head yet, create) of the Head,
 // get and patch of every object, create of every object that does not
-// exist yet — and refuses (invalid input) when one is missing. Without it
+// exist yet, list of pods (and replicasets) where the release has
+// workloads whose rollout converge explains — and refuses (invalid input) when one is missing. Without it
 // a deployer lacking, say, `get` on one object (the convergence read) or
 // `update` on the Head (the commit of an install) applied the whole
 // release and only then failed, leaving the Head applying: the reliability
@@ -61,7 +62,11 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 	c := &accessCheck{o: o, cache: access.NewFastReview(o.Cluster), dry: dry}
 	var g errgroup.Group
 	g.SetLimit(max(o.Parallelism, 1))
-	for _, a := range headNeeds(ns, headExists) {
+	needs := headNeeds(ns, headExists)
+	for rns, kinds := range rolloutKinds(objs) {
+		needs = append(needs, rolloutReadNeeds(rns, kinds)...)
+	}
+	for _, a := range needs {
 		g.Go(func() error { c.review(ctx, a); return nil })
 	}
 	for _, ob := range list {

@@ -32,7 +32,9 @@ import (
 // object and then could not commit; without `get` on an object the apply
 // wrote everything and then waited out --timeout in the convergence read;
 // without `escalate` or `bind` (revoked after the preflight) the apply
-// wrote the objects before the Role or RoleBinding, then failed.
+// wrote the objects before the Role or RoleBinding, then failed; without
+// `list` on pods or replicasets converge could not say why a rollout does
+// not progress.
 func TestMissingPermissionFailsClosed(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -54,6 +56,11 @@ func TestMissingPermissionFailsClosed(t *testing.T) {
 			"rbac.authorization.k8s.io/v1/Role/NS/ql3-control"},
 		{"bind of the release's Role", "bind", func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "roles") },
 			"rbac.authorization.k8s.io/v1/RoleBinding/NS/ql3-control"},
+		// converge explains a rollout that does not progress by its pods.
+		{"list of pods", "list", func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "pods") },
+			"list pods in namespace NS"},
+		{"list of replicasets", "list", func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "replicasets") },
+			"list replicasets.apps in namespace NS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

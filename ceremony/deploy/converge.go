@@ -224,9 +224,11 @@ func (c *convergence) watch(ctx context.Context) {
 
 // converge is apply step 5: read every object back and wait, bounded by
 // the timeout, until kstatus says it is Current. It continues the read
-// applyAll started (a fresh one when there is none).
-func (o *Options) converge(ctx context.Context, applied []objectResult) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+// applyAll started (a fresh one when there is none). gen is the applying
+// Head's generation, which the advice of a rollout that cannot progress
+// names.
+func (o *Options) converge(parent context.Context, applied []objectResult, gen int64) (string, error) {
+	ctx, cancel := context.WithTimeout(parent, o.Timeout)
 	defer cancel()
 	c := o.takeConvergence(applied)
 	defer c.p.finish()
@@ -240,7 +242,7 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 		if len(ids) > 0 {
 			res = c.poll(ctx, ids, o.Parallelism, false)
 		}
-		still, err := o.convergeVerdict(c, res, pending)
+		still, err := o.convergeVerdict(parent, c, res, pending, gen)
 		if err != nil {
 			return "", err
 		}
@@ -252,7 +254,7 @@ func (o *Options) converge(ctx context.Context, applied []objectResult) (string,
 		pending = still
 		select {
 		case <-ctx.Done():
-			return "", o.notReady(c, applied, pending)
+			return "", o.notReady(parent, c, applied, pending, gen)
 		case <-time.After(c.pause()):
 		}
 	}
@@ -305,10 +307,12 @@ func (c *convergence) leftAfterApply(applied []objectResult) []int {
 // convergeVerdict sorts one poll's results res (of the objects pending):
 // it returns the indices still not Current, or the error that ends the
 // wait now: an object the deployer may not read (waiting cannot grant a
-// permission), or one kstatus says Failed.
-func (o *Options) convergeVerdict(c *convergence, res []objectResult, pending []int) ([]int, error) {
+// permission), or one kstatus says Failed (a Deployment past its
+// progressDeadlineSeconds), explained by its pods.
+func (o *Options) convergeVerdict(ctx context.Context, c *convergence, res []objectResult, pending []int, gen int64) ([]int, error) {
 	var still []int
-	var failed, denied []error
+	var denied []error
+	var failed []inventory.Identity
 	for j, rr := range res {
 		if rr.err == nil {
 			continue
@@ -317,7 +321,7 @@ func (o *Options) convergeVerdict(c *convergence, res []objectResult, pending []
 			denied = append(denied, fmt.Errorf("%s: %w", rr.ID, rr.err))
 		}
 		if rr.Result == status.FailedStatus.String() {
-			failed = append(failed, fmt.Errorf("%s: %w", rr.ID, rr.err))
+			failed = append(failed, rr.ID)
 		}
 		still = append(still, pending[j])
 	}
@@ -330,27 +334,54 @@ func (o *Options) convergeVerdict(c *convergence, res []objectResult, pending []
 	}
 	if len(failed) > 0 {
 		c.p.finish()
-		for _, err := range failed {
-			o.say("converge: %v", err)
-		}
-		return nil, fail.Errorf(fail.Other, "converge: %d object(s) failed: %w", len(failed), utilerrors.NewAggregate(failed))
+		errs, _ := o.explained(ctx, c, failed)
+		return nil, fail.Errorf(fail.Other, "converge: %d object(s) failed (the Head stays applying generation %d; %s): %w", len(failed), gen, leaveStuck(gen), utilerrors.NewAggregate(errs))
 	}
 	return still, nil
 }
 
 // notReady is the error of a convergence that ran out of --timeout with
 // the objects applied[pending] not Current, each with its last message.
-func (o *Options) notReady(c *convergence, applied []objectResult, pending []int) error {
+// A workload whose pods show a cause that waiting does not clear is told
+// so: rerunning does not settle it, and the advice names the ways out.
+func (o *Options) notReady(ctx context.Context, c *convergence, applied []objectResult, pending []int, gen int64) error {
 	c.p.finish()
-	var errs []error
-	c.mu.Lock()
-	for _, i := range pending {
-		msg := c.message[applied[i].ID]
-		errs = append(errs, fmt.Errorf("%s: %s", applied[i].ID, msg))
-		o.say("converge: %s not ready: %s", applied[i].ID, msg)
+	ids := make([]inventory.Identity, len(pending))
+	for j, i := range pending {
+		ids[j] = applied[i].ID
 	}
-	c.mu.Unlock()
-	return fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying; `kubectl ql3 resume` continues): %w", len(pending), o.Timeout, utilerrors.NewAggregate(errs))
+	errs, stuck := o.explained(ctx, c, ids)
+	if stuck {
+		return fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s, and their pods show a cause that waiting does not clear by itself, so rerunning will not settle it (the Head stays applying generation %d): fix the cause and run `kubectl ql3 resume --preflight FILE`, or %s: %w", len(pending), o.Timeout, gen, leaveStuck(gen), utilerrors.NewAggregate(errs))
+	}
+	return fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying generation %d; `kubectl ql3 resume --preflight FILE` continues): %w", len(pending), o.Timeout, gen, utilerrors.NewAggregate(errs))
+}
+
+// explained is, for each of ids, its last kstatus message with what its
+// pods show (said on the progress too), and whether any workload's pods
+// show a cause that waiting does not clear.
+func (o *Options) explained(ctx context.Context, c *convergence, ids []inventory.Identity) ([]error, bool) {
+	causes := o.explainRollouts(ctx, ids)
+	var errs []error
+	stuck := false
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		msg := c.message[id]
+		if rc, ok := causes[id]; ok {
+			msg += "; " + rc.text
+			stuck = stuck || rc.stuck
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", id, msg))
+		o.say("converge: %s not ready: %s", id, msg)
+	}
+	return errs, stuck
+}
+
+// leaveStuck names the ways out of an applying Head whose transition
+// cannot finish: a new transition that supersedes generation gen.
+func leaveStuck(gen int64) string {
+	return fmt.Sprintf("leave generation %d: roll forward with a fixed release, `kubectl ql3 preflight DIR --supersede %d`, or back, `kubectl ql3 rollback DIR --expected-head TOKEN --supersede %d` (TOKEN from `kubectl ql3 head`)", gen, gen, gen)
 }
 
 // read reads ids once and returns their results in the same order: an

@@ -38,8 +38,11 @@ type RBACSubject = access.Subject
 // inventory's objects, by name, and create on their kinds (server-side
 // apply of a new object is a create, which RBAC cannot limit by name);
 // escalate on the release's own Roles and bind on the roles its bindings
-// reference (RBAC's escalation checks); get on the kube-system Namespace
-// (the cluster identity). Nothing else.
+// reference (RBAC's escalation checks); list on pods, and on replicasets
+// where there are Deployments, in each namespace of the release's
+// Deployments, StatefulSets and DaemonSets (converge explains a rollout
+// that does not progress by its pods: rollout.go); get on the kube-system
+// Namespace (the cluster identity). Nothing else.
 func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTMapper, subj RBACSubject) ([]any, error) {
 	return RBACRetire(objs, nil, controlNS, mapper, subj)
 }
@@ -60,7 +63,7 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 		g.namespaced[controlNS] = map[rbacKey][]string{}
 	}
 	for _, ns := range slices.Sorted(maps.Keys(g.namespaced)) {
-		r := rbacRules(g.namespaced[ns], g.extra[ns])
+		r := append(rbacRules(g.namespaced[ns], g.extra[ns]), rolloutReadRules(g.rollouts[ns])...)
 		if ns == controlNS {
 			r = append(headRules(r), r...)
 		}
@@ -95,12 +98,14 @@ type rbacGrants struct {
 	namespaced map[string]map[rbacKey][]string // namespace -> resource -> names (get, patch; create)
 	cluster    map[rbacKey][]string            // cluster-scoped resource -> names
 	extra      map[string]map[rbacKey][]string // namespace ("" = cluster) -> (group, resource:verbs) -> names, for escalate, bind and delete
+	rollouts   map[string]map[string]bool      // namespace -> kinds of its workloads whose pods converge explains
 }
 
 // rbacGrantsOf gathers the grants for applying objs and deleting retired,
 // and those RBAC's own escalation checks ask for.
 func rbacGrantsOf(objs, retired []*unstructured.Unstructured, mapper meta.RESTMapper) (*rbacGrants, error) {
-	g := &rbacGrants{namespaced: map[string]map[rbacKey][]string{}, cluster: map[rbacKey][]string{}, extra: map[string]map[rbacKey][]string{}}
+	g := &rbacGrants{namespaced: map[string]map[rbacKey][]string{}, cluster: map[rbacKey][]string{}, extra: map[string]map[rbacKey][]string{},
+		rollouts: rolloutKinds(objs)}
 	crds := releaseCRDs(slices.Concat(objs, retired))
 	for i, u := range slices.Concat(objs, retired) {
 		k, isNS, err := rbacResource(u, crds, mapper)
@@ -213,4 +218,43 @@ func headRules(r []rbacv1.PolicyRule) []rbacv1.PolicyRule {
 		head = append(head, createCM)
 	}
 	return head
+}
+
+// rolloutKinds are, by namespace, the kinds of objs whose pods converge
+// explains (rollout.go).
+func rolloutKinds(objs []*unstructured.Unstructured) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, u := range objs {
+		if u.GetAPIVersion() != "apps/v1" || !podKinds[u.GetKind()] {
+			continue
+		}
+		if out[u.GetNamespace()] == nil {
+			out[u.GetNamespace()] = map[string]bool{}
+		}
+		out[u.GetNamespace()][u.GetKind()] = true
+	}
+	return out
+}
+
+// rolloutReadNeeds are the LISTs that explain the rollouts of kinds in
+// namespace ns: pods, and replicasets when there is a Deployment.
+// RBAC cannot limit a list by name.
+func rolloutReadNeeds(ns string, kinds map[string]bool) []access.Access {
+	if len(kinds) == 0 {
+		return nil
+	}
+	needs := []access.Access{{Verb: "list", Resource: "pods", Namespace: ns}}
+	if kinds["Deployment"] {
+		needs = append(needs, access.Access{Verb: "list", Group: "apps", Resource: "replicasets", Namespace: ns})
+	}
+	return needs
+}
+
+// rolloutReadRules are rolloutReadNeeds as rules.
+func rolloutReadRules(kinds map[string]bool) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, a := range rolloutReadNeeds("", kinds) {
+		out = append(out, rbacv1.PolicyRule{APIGroups: []string{a.Group}, Resources: []string{a.Resource}, Verbs: []string{a.Verb}})
+	}
+	return out
 }

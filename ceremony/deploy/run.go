@@ -203,7 +203,7 @@ func (o *Options) applyAndConverge(ctx context.Context, ld *loaded, rec *Preflig
 		}
 		crashpoint.At("retired")
 	}
-	convergeDigest, err := o.converge(ctx, applied)
+	convergeDigest, err := o.converge(ctx, applied, applying.Generation)
 	if err != nil {
 		return nil, err
 	}
