@@ -234,7 +234,7 @@ func (o *Options) dryRunAll(ctx context.Context, objs []*unstructured.Unstructur
 		}
 	}
 	if len(errs) > 0 {
-		return "", 0, nil, classifyObjects("dry-run", len(errs), len(objs), errs)
+		return "", 0, nil, classifyObjects("dry-run", len(errs), len(objs), errs, "another field manager owns these fields: preflight again with --force-conflicts to take them over")
 	}
 	d, err := transcriptDigest("dry-run", results)
 	return d, deferred, after, err
@@ -265,12 +265,13 @@ func isNamespaceNotFound(err error) bool {
 // that decides what to do: a field-manager conflict (3) before invalid
 // input (2: forbidden, rejected by validation or admission, a kind not
 // served), before a local failure (1), before an unknown outcome (4).
-func classifyObjects(step string, failed, total int, errs []error) error {
+// conflictHint is what to do about a conflict.
+func classifyObjects(step string, failed, total int, errs []error, conflictHint string) error {
 	class := cas.Decisive(cas.OpApply, step, errs)
 	hint := ""
 	switch class {
 	case fail.Conflict:
-		hint = " (another field manager owns these fields: preflight again with --force-conflicts to take them over)"
+		hint = " (" + conflictHint + ")"
 	case fail.Unavailable:
 		hint = " (their outcome is unknown; rerunning settles it)"
 	}
@@ -281,8 +282,9 @@ func classifyObjects(step string, failed, total int, errs []error) error {
 // until Established before anything that may use them; in the second
 // stage controller-driven kinds are sent first. The convergence read
 // (step 5) starts alongside: each object is read back once its apply has
-// answered (converge.go), and converge finishes it.
-func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool) (_ []objectResult, err error) {
+// answered (converge.go), and converge finishes it. gen is the applying
+// Head's generation, which the advice on a field-manager conflict names.
+func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool, gen int64) (_ []objectResult, err error) {
 	var all []objectResult
 	releaseKinds := crdKinds(objs)
 	ids := make([]inventory.Identity, len(objs))
@@ -337,7 +339,7 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 			}
 		}
 		if len(errs) > 0 {
-			return nil, classifyObjects("apply", len(errs), len(stage), errs)
+			return nil, classifyObjects("apply", len(errs), len(stage), errs, applyConflictAdvice(gen))
 		}
 		all = append(all, results...)
 		if i == 0 && slices.ContainsFunc(stage, isCRD) {
@@ -350,6 +352,14 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 	}
 	slices.SortFunc(all, func(a, b objectResult) int { return inventory.Compare(a.ID, b.ID) })
 	return all, nil
+}
+
+// applyConflictAdvice is what to do when another field manager took fields
+// of the release after the preflight, with the Head applying generation
+// gen: a new preflight is refused while it is applying, and resume only
+// continues the same intent (no --force-conflicts).
+func applyConflictAdvice(gen int64) string {
+	return fmt.Sprintf("another field manager took these fields after the preflight; the Head stays applying generation %d: have that client give them back (or put back the release's values) and run `kubectl ql3 resume --preflight FILE`, or take them over with a preflight that supersedes generation %d, `kubectl ql3 preflight DIR --supersede %d --force-conflicts …`, then `kubectl ql3 apply`", gen, gen, gen)
 }
 
 // applyServed applies an object whose kind this release's own CRD defines.

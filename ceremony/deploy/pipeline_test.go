@@ -210,7 +210,7 @@ func TestApplyAllPipelinesConvergence(t *testing.T) {
 			c := newFakeCluster(time.Now().Add(300*time.Millisecond), allowList)
 			c.applyDelay = 5 * time.Millisecond // one at a time: the apply takes about 240 ms
 			o := &Options{Cluster: c, Parallelism: 1, Timeout: time.Minute, Progress: io.Discard}
-			applied, err := o.applyAll(context.Background(), objs, "m", false)
+			applied, err := o.applyAll(context.Background(), objs, "m", false, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

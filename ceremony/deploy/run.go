@@ -186,7 +186,7 @@ func (o *Options) applyingHead(head *Head, ld *loaded, rec *PreflightRecord, rdi
 // of the objects the release dropped, the convergence read and the final
 // identity read. It returns the committed Head to write.
 func (o *Options) applyAndConverge(ctx context.Context, ld *loaded, rec *PreflightRecord, leaveChanged bool, applying *Head) (*Head, error) {
-	applied, err := o.applyAll(ctx, ld.release.Objects, rec.Command.FieldManager, rec.Command.ForceConflicts)
+	applied, err := o.applyAll(ctx, ld.release.Objects, rec.Command.FieldManager, rec.Command.ForceConflicts, applying.Generation)
 	if err != nil {
 		return nil, err
 	}
