@@ -34,6 +34,17 @@ const toolVersion = "v0.1.0-test"
 // Service, in namespace ns, locked for the test cluster as version.
 func web(t *testing.T, ns, version, image string) string {
 	t.Helper()
+	return webWithDeadline(t, ns, version, image, 0)
+}
+
+// webWithDeadline is web with the Deployment web's
+// progressDeadlineSeconds set to deadline (0: the default, 600).
+func webWithDeadline(t *testing.T, ns, version, image string, deadline int) string {
+	t.Helper()
+	webDeployment := deployment("web", "control", 2, image)
+	if deadline > 0 {
+		webDeployment = strings.Replace(webDeployment, "spec:\n  replicas:", fmt.Sprintf("spec:\n  progressDeadlineSeconds: %d\n  replicas:", deadline), 1)
+	}
 	dir := filepath.Join(t.TempDir(), "web-"+version)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -50,7 +61,7 @@ labels:
 resources:
 - web.yaml
 `, ns, version),
-		"web.yaml": deployment("web", "control", 2, image) + `---
+		"web.yaml": webDeployment + `---
 apiVersion: v1
 kind: Service
 metadata:
