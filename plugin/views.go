@@ -164,12 +164,14 @@ func newCmdStatus(flags *genericclioptions.ConfigFlags, streams genericiooptions
 inventory (no LIST): each is in-sync, missing (deleted by someone; never
 recreated here), drifted (another field manager now owns fields the deployer
 applied, from managedFields; with --release, also fields the release sets
-that another client removed) or not-current (kstatus). Without --release a
+that another client removed), co-owned (another field manager owns fields
+the deployer owns too: the next preflight conflicts on each one its release
+changes) or not-current (kstatus). Without --release a
 removed field is not seen (server-side apply leaves no trace of it), and
 the report says values were not compared. A Head left applying
 is shown with its mutation id, since when, and what resume would do.
-Exit 0 when in sync and Current; 3 when an object is missing or drifted or
-the Head is applying; 4 when objects are only not Current yet; 5 for a
+Exit 0 when in sync and Current; 3 when an object is missing, drifted or
+co-owned or the Head is applying; 4 when objects are only not Current yet; 5 for a
 tampered Head; 2 when there is no Head or --release is not the
 Head's release. --watch reads again until everything
 is in sync and Current, or --timeout passes.`,
@@ -281,7 +283,7 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 	if a := rep.Applying; a != nil {
 		fmt.Fprintf(w, "Applying:    mutation %s since %s\nResume:      %s\n", a.MutationID, a.Since, a.Resume)
 	}
-	fmt.Fprintf(w, "Objects:     %d: %d missing, %d drifted, %d not Current\n", len(rep.Objects), rep.Missing, rep.Drifted, rep.NotCurrent)
+	fmt.Fprintf(w, "Objects:     %d: %d missing, %d drifted, %d co-owned, %d not Current\n", len(rep.Objects), rep.Missing, rep.Drifted, rep.CoOwned, rep.NotCurrent)
 	if rep.ValuesCompared {
 		fmt.Fprintf(w, "Release:     compared: fields it sets that another client removed are drift\n\n")
 	} else {
@@ -290,15 +292,10 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 	for _, s := range rep.Objects {
 		fmt.Fprintf(w, "%-11s %-11s %s\n", s.State, s.Status, s.Object)
 		for _, d := range s.Drift {
-			sub := ""
-			if d.Subresource != "" {
-				sub = "/" + d.Subresource
-			}
-			when := ""
-			if d.Time != "" {
-				when = " " + d.Time
-			}
-			fmt.Fprintf(w, "            %s now owned by %q (%s%s%s)\n", d.Field, d.Manager, d.Operation, sub, when)
+			fmt.Fprintf(w, "            %s now owned by %q (%s)\n", d.Field, d.Manager, fieldHow(d))
+		}
+		for _, d := range s.CoOwned {
+			fmt.Fprintf(w, "            %s also owned by %q (%s): a release that changes it conflicts\n", d.Field, d.Manager, fieldHow(d))
 		}
 		for _, f := range s.Removed {
 			fmt.Fprintf(w, "            %s removed (the release sets it)\n", f)
@@ -307,6 +304,18 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 			fmt.Fprintf(w, "            %s\n", s.Message)
 		}
 	}
+}
+
+// fieldHow is how a manager came to own a field: "Update/scale 2026-…".
+func fieldHow(d views.FieldDrift) string {
+	s := d.Operation
+	if d.Subresource != "" {
+		s += "/" + d.Subresource
+	}
+	if d.Time != "" {
+		s += " " + d.Time
+	}
+	return s
 }
 
 type historyOptions struct {

@@ -23,6 +23,7 @@ import (
 const (
 	StateMissing    = "missing"     // the object is gone (never recreated here)
 	StateDrifted    = "drifted"     // another field manager owns fields the deployer applied, or fields it applied are gone
+	StateCoOwned    = "co-owned"    // another field manager owns fields the deployer owns too: a release that changes them conflicts
 	StateNotCurrent = "not-current" // kstatus says the object is not Current
 	StateInSync     = "in-sync"
 )
@@ -43,6 +44,10 @@ type ObjectStatus struct {
 	Status  string             `json:"status,omitempty"` // kstatus, when present
 	Message string             `json:"message,omitempty"`
 	Drift   []FieldDrift       `json:"drift,omitempty"`
+	// CoOwned are fields the deployer owns that another manager owns as
+	// well (see CoOwned): the next preflight conflicts on each one whose
+	// value its release changes.
+	CoOwned []FieldDrift `json:"coOwned,omitempty"`
 	// Removed are fields the release sets that the live object lacks
 	// (see Removed); only when the release was given.
 	Removed []string `json:"removed,omitempty"`
@@ -71,6 +76,7 @@ type StatusReport struct {
 	InSync       bool      `json:"inSync"`
 	Missing      int       `json:"missing"`
 	Drifted      int       `json:"drifted"`
+	CoOwned      int       `json:"coOwned"`
 	NotCurrent   int       `json:"notCurrent"`
 	// ValuesCompared says whether the release the Head deployed was given
 	// and each object compared with it (fields another client removed
@@ -89,9 +95,9 @@ type Applied struct {
 
 // Err is the exit class of the report (docs: README "kubectl ql3 status"):
 // nil when the Head is committed and every object is present, in sync and
-// Current; conflict (3) when an object is missing or drifted or the Head is
-// left applying; unavailable (4) when the only finding is objects not yet
-// Current (retry later).
+// Current; conflict (3) when an object is missing, drifted or co-owned or
+// the Head is left applying; unavailable (4) when the only finding is
+// objects not yet Current (retry later).
 func (r *StatusReport) Err() error {
 	switch {
 	case r.Applying != nil:
@@ -99,7 +105,9 @@ func (r *StatusReport) Err() error {
 		// missing, and what to do is resume, not investigate drift.
 		return fail.Errorf(fail.Conflict, "status %s: the Head is applying generation %d under mutation %s: %s", r.Namespace, r.Generation, r.Applying.MutationID, r.Applying.Resume)
 	case r.Missing > 0 || r.Drifted > 0:
-		return fail.Errorf(fail.Conflict, "status %s: %d missing, %d drifted, %d not Current of %d objects: investigate before the next preflight (its dry-run reports drifted fields as conflicts; --force-conflicts takes them over)", r.Namespace, r.Missing, r.Drifted, r.NotCurrent, len(r.Objects))
+		return fail.Errorf(fail.Conflict, "status %s: %d missing, %d drifted, %d co-owned, %d not Current of %d objects: investigate before the next preflight (its dry-run reports drifted fields as conflicts; --force-conflicts takes them over)", r.Namespace, r.Missing, r.Drifted, r.CoOwned, r.NotCurrent, len(r.Objects))
+	case r.CoOwned > 0:
+		return fail.Errorf(fail.Conflict, "status %s: %d of %d objects co-owned: another field manager owns fields the deployer set, and the next preflight conflicts on each one whose value its release changes (`kubectl ql3 diff DIR` dry-runs that release and names them; --force-conflicts takes them over, or have that manager give them up)", r.Namespace, r.CoOwned, len(r.Objects))
 	case r.NotCurrent > 0:
 		return fail.Errorf(fail.Unavailable, "status %s: %d of %d objects are not Current yet: retry later", r.Namespace, r.NotCurrent, len(r.Objects))
 	}
@@ -140,12 +148,14 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 			rep.Missing++
 		case StateDrifted:
 			rep.Drifted++
+		case StateCoOwned:
+			rep.CoOwned++
 		}
 		if o.Status != "" && o.Status != status.CurrentStatus.String() {
 			rep.NotCurrent++
 		}
 	}
-	rep.InSync = rep.Missing+rep.Drifted+rep.NotCurrent == 0 && rep.Applying == nil
+	rep.InSync = rep.Missing+rep.Drifted+rep.CoOwned+rep.NotCurrent == 0 && rep.Applying == nil
 	return rep, nil
 }
 
@@ -264,6 +274,9 @@ func objectStatus(ctx context.Context, c deploy.Cluster, id inventory.Identity, 
 	if st.Drift, err = Drift(u, fm); err != nil {
 		return st, fmt.Errorf("%s: managedFields: %w", id, err)
 	}
+	if st.CoOwned, err = CoOwned(u, fm); err != nil {
+		return st, fmt.Errorf("%s: managedFields: %w", id, err)
+	}
 	if applied != nil {
 		if st.Removed, err = Removed(id, applied.Object, u.Object, u.GetManagedFields(), fm); err != nil {
 			return st, err
@@ -272,6 +285,8 @@ func objectStatus(ctx context.Context, c deploy.Cluster, id inventory.Identity, 
 	switch {
 	case len(st.Drift) > 0 || len(st.Removed) > 0:
 		st.State = StateDrifted
+	case len(st.CoOwned) > 0:
+		st.State = StateCoOwned
 	case res.Status != status.CurrentStatus:
 		st.State = StateNotCurrent
 	default:
@@ -296,10 +311,29 @@ func objectStatus(ctx context.Context, c deploy.Cluster, id inventory.Identity, 
 // --force-conflicts) shows up here; so does a field someone else added.
 // The list is sorted by field, then manager.
 func Drift(u *unstructured.Unstructured, fm string) ([]FieldDrift, error) {
+	return othersFields(u, fm, false)
+}
+
+// CoOwned lists the fields of u that fm (the deployer) owns and that
+// another field manager owns as well, with Drift's exclusions: a field
+// both own has the deployer's value now, but a server-side apply by fm
+// that changes its value (the next release's) without force conflicts
+// with that manager. A manager comes to co-own a field by applying the
+// same value (with or without --force-conflicts), or by an update that
+// leaves ownership shared (before-first-apply, after a client-side
+// apply). The list is sorted by field, then manager.
+func CoOwned(u *unstructured.Unstructured, fm string) ([]FieldDrift, error) {
+	return othersFields(u, fm, true)
+}
+
+// othersFields lists the fields managers other than fm and the Head's own
+// hold in u, less Drift's exclusions: those fm owns as well (shared) or
+// those it does not (!shared).
+func othersFields(u *unstructured.Unstructured, fm string, shared bool) ([]FieldDrift, error) {
 	ours := map[string]bool{}
 	mfs := u.GetManagedFields()
 	for _, mf := range mfs {
-		if mf.Manager != fm || mf.FieldsV1 == nil {
+		if mf.Manager != fm || mf.FieldsV1 == nil || mf.Subresource == "status" {
 			continue
 		}
 		paths, err := OwnedFields(mf.FieldsV1.Raw)
@@ -320,7 +354,7 @@ func Drift(u *unstructured.Unstructured, fm string) ([]FieldDrift, error) {
 			return nil, err
 		}
 		for _, p := range paths {
-			if ours[p] || !driftRelevant(p) {
+			if ours[p] != shared || !driftRelevant(p) {
 				continue
 			}
 			d := FieldDrift{Field: p, Manager: mf.Manager, Operation: string(mf.Operation), Subresource: mf.Subresource}
