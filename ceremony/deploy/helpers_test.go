@@ -89,6 +89,25 @@ func release(t *testing.T, fixture, ns, version string) string {
 	return dir
 }
 
+// editReleaseFile rewrites file of the release in dir with edit, which
+// must change it, and locks the release again as version.
+func editReleaseFile(t *testing.T, dir, file, version string, edit func(string) string) {
+	t.Helper()
+	path := filepath.Join(dir, file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := edit(string(data))
+	if edited == string(data) {
+		t.Fatalf("fixture: %s unchanged", file)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lockRelease(t, dir, version)
+}
+
 func lockRelease(t *testing.T, dir, version string) {
 	t.Helper()
 	fs := filesys.MakeFsOnDisk()

@@ -32,15 +32,9 @@ func TestIdentityAcrossVersions(t *testing.T) {
 	v1 := release(t, "v3.3.0-gadget-v1", ns, "")
 	// 3.4.0: 3.3.0's CRD, the Gadget written as v1beta1 again.
 	back := release(t, "v3.3.0-gadget-v1", ns, "3.4.0")
-	gpath := filepath.Join(back, "gadget.yaml")
-	g, err := os.ReadFile(gpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(gpath, []byte(strings.Replace(string(g), "demo.qinglong.io/v1\n", "demo.qinglong.io/v1beta1\n", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lockRelease(t, back, "3.4.0")
+	editReleaseFile(t, back, "gadget.yaml", "3.4.0", func(g string) string {
+		return strings.Replace(g, "demo.qinglong.io/v1\n", "demo.qinglong.io/v1beta1\n", 1)
+	})
 
 	rdir := t.TempDir()
 	o := options(t, cluster(t, userConfig(t, "ivy", "system:masters")), rdir)

@@ -28,19 +28,7 @@ import (
 // as version.
 func editRelease(t *testing.T, dir, version string, edit func(string) string) {
 	t.Helper()
-	kpath := filepath.Join(dir, "kustomization.yaml")
-	k, err := os.ReadFile(kpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks := edit(string(k))
-	if ks == string(k) {
-		t.Fatal("fixture: kustomization unchanged")
-	}
-	if err := os.WriteFile(kpath, []byte(ks), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lockRelease(t, dir, version)
+	editReleaseFile(t, dir, "kustomization.yaml", version, edit)
 }
 
 // baseRelease is v3.1.0 with the ql3-batch Deployment.

@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,15 +62,9 @@ func TestStatusShowsWhatTheNextPreflightHits(t *testing.T) {
 		t.Fatalf("status: inSync %v, coOwned %d, %v; want not in sync, 1 co-owned, conflict", rep.InSync, rep.CoOwned, err)
 	}
 	debug := release(t, "v3.1.0", ns, "")
-	cfg := filepath.Join(debug, "config.yaml")
-	data, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, []byte(strings.Replace(string(data), "log-level: info", "log-level: debug", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lockRelease(t, debug, "3.1.0")
+	editReleaseFile(t, debug, "config.yaml", "3.1.0", func(c string) string {
+		return strings.Replace(c, "log-level: info", "log-level: debug", 1)
+	})
 	conflicts(debug)
 
 	if _, err := cl.Apply(ctx, otherConfig(ns, map[string]any{"log-level": "trace"}), "other", true, false); err != nil {
