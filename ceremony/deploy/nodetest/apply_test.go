@@ -78,6 +78,14 @@ spec:
 			t.Fatal(err)
 		}
 	}
+	lockDir(t, dir, version)
+	return dir
+}
+
+// lockDir writes the lock of the release in dir for the test cluster, as
+// version.
+func lockDir(t *testing.T, dir, version string) {
+	t.Helper()
 	rel, err := inventory.Render(filesys.MakeFsOnDisk(), dir, inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +105,6 @@ spec:
 	if err := os.WriteFile(filepath.Join(dir, inventory.LockFile), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return dir
 }
 
 // deployment is a Deployment of replicas pods of image labelled with role
@@ -126,6 +133,18 @@ spec:
           exec: {command: [/workload, -get, "http://127.0.0.1:8080/healthz"]}
           periodSeconds: 1
 `, name, role, replicas, image)
+}
+
+// nodeOptions are the ceremony's options on the test cluster, as its
+// administrator, with a 2 minute --timeout and the progress in the log.
+func nodeOptions(t *testing.T) (deploy.Cluster, deploy.Options) {
+	t.Helper()
+	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, deploy.Options{Cluster: cl, FS: filesys.MakeFsOnDisk(), ToolVersion: toolVersion,
+		Timeout: 2 * time.Minute, ReceiptsDir: t.TempDir(), Progress: logWriter{t}}
 }
 
 type logWriter struct{ t *testing.T }
@@ -187,12 +206,7 @@ func readyPods(t *testing.T, ns, image string) (ready, other int) {
 // read once, right after apply returned.
 func TestApplyWaitsForRunningPods(t *testing.T) {
 	ns := cp.Namespace(t)
-	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := deploy.Options{Cluster: cl, FS: filesys.MakeFsOnDisk(), ToolVersion: toolVersion,
-		Timeout: 2 * time.Minute, ReceiptsDir: t.TempDir(), Progress: logWriter{t}}
+	cl, o := nodeOptions(t)
 
 	v1 := web(t, ns, "1.0.0", cp.Image(nodeimage.Workload))
 	took := deployRelease(t, o, v1, deploy.TransitionInstall, deploy.ExpectedHead{})

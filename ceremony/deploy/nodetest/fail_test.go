@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster/nodeimage"
@@ -32,12 +30,7 @@ func absentImage() string {
 func installed(t *testing.T, timeout time.Duration) (string, deploy.Options, deploy.ExpectedHead) {
 	t.Helper()
 	ns := cp.Namespace(t)
-	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := deploy.Options{Cluster: cl, FS: filesys.MakeFsOnDisk(), ToolVersion: toolVersion,
-		Timeout: 2 * time.Minute, ReceiptsDir: t.TempDir(), Progress: logWriter{t}}
+	cl, o := nodeOptions(t)
 	deployRelease(t, o, web(t, ns, "1.0.0", cp.Image(nodeimage.Workload)), deploy.TransitionInstall, deploy.ExpectedHead{})
 	h, err := deploy.ReadHead(context.Background(), cl, ns)
 	if err != nil {
