@@ -15,6 +15,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -188,5 +189,33 @@ func TestConvergeForbiddenFailsFast(t *testing.T) {
 	}
 	if h := headOf(t, ns); h.Phase != deploy.PhaseApplying {
 		t.Fatalf("Head: %+v, want applying", h)
+	}
+}
+
+// forbidPodList is the real cluster, except that listing pods is
+// forbidden: a grant withdrawn after the access check.
+type forbidPodList struct{ deploy.Cluster }
+
+func (c forbidPodList) ListPage(ctx context.Context, gvk schema.GroupVersionKind, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	if gvk.Kind == "Pod" {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("list withdrawn by the test"))
+	}
+	return c.Cluster.ListPage(ctx, gvk, ns, opts)
+}
+
+// A rollout whose pods may not be read is still reported, as what it is:
+// converge says that listing the pods was forbidden, and the outcome is
+// the timeout's (exit 4), not a failure of the ceremony. The test cluster
+// has no node, so a Deployment of one replica never becomes Available.
+func TestConvergeSaysWhenPodsCannotBeRead(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := release(t, "v3.0.0", ns, "")
+	editReleaseFile(t, dir, "worker.yaml", "3.0.0", func(w string) string { return strings.Replace(w, "replicas: 0", "replicas: 1", 1) })
+	o := options(t, forbidPodList{cluster(t, userConfig(t, "alice", "system:masters"))}, t.TempDir())
+	o.Timeout = 3 * time.Second
+	pf := preflight(t, o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
+	_, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
+	if !fail.Is(err, fail.Unavailable) || !strings.Contains(err.Error(), "list pods in namespace "+ns+" is forbidden") || !strings.Contains(err.Error(), "/Deployment/"+ns+"/ql3-worker") {
+		t.Fatalf("apply: %v (class %v), want unavailable saying the pods of ql3-worker could not be listed", err, fail.ClassOf(err))
 	}
 }
