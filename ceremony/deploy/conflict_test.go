@@ -26,19 +26,20 @@ func otherConfig(ns string, data map[string]any) *unstructured.Unstructured {
 	return u
 }
 
-// Another client takes a field of the release after the preflight (as
-// `kubectl apply --server-side --force-conflicts --field-manager other`
-// does): apply, then resume, conflict (exit 3) with the Head applying,
-// and the advice is one that works while it is applying — not "preflight
-// again with --force-conflicts", which the applying Head refuses, and
-// which resume has no flag for. Following its first way (the other
-// client gives the field back), resume commits.
+// Another client takes a field of the release after the preflight of an
+// upgrade (as `kubectl apply --server-side --force-conflicts
+// --field-manager other` does): apply, then resume, conflict (exit 3) with
+// the Head applying generation 2, and the advice is one that works while
+// it is applying — not "preflight again with --force-conflicts", which the
+// applying Head refuses, and which resume has no flag for, but a resume
+// once the field is given back, or a preflight that supersedes generation
+// 2 with --force-conflicts. Following the first way, resume commits.
 func TestApplyConflictAdviceWhileApplying(t *testing.T) {
 	ns := targetNamespace(t)
-	dir := release(t, "v3.0.0", ns, "")
 	cl := cluster(t, userConfig(t, "alice", "system:masters"))
 	o := options(t, cl, t.TempDir())
-	pf := preflight(t, o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
+	res := deployRelease(t, o, release(t, "v3.0.0", ns, ""), deploy.TransitionInstall, deploy.ExpectedHead{})
+	pf := preflight(t, o, release(t, "v3.1.0", ns, ""), deploy.TransitionUpgrade, res.Head.Expected())
 	ctx := context.Background()
 	if _, err := cl.Apply(ctx, otherConfig(ns, map[string]any{"log-level": "debug"}), "other", true, false); err != nil {
 		t.Fatal(err)
@@ -48,8 +49,11 @@ func TestApplyConflictAdviceWhileApplying(t *testing.T) {
 		if !fail.Is(err, fail.Conflict) {
 			t.Fatalf("%s: %v (class %v), want conflict (3)", what, err, fail.ClassOf(err))
 		}
-		for _, want := range []string{`conflict with "other"`, ".data.log-level", "the Head stays applying generation 1",
-			"kubectl ql3 resume --preflight FILE", "kubectl ql3 preflight DIR --supersede 1 --force-conflicts"} {
+		h := headOf(t, ns)
+		for _, want := range []string{`conflict with "other"`, ".data.log-level", "the Head stays applying generation 2",
+			"kubectl ql3 resume --preflight FILE",
+			"kubectl ql3 preflight DIR --transition upgrade --supersede 2 --expected-head " + h.Expected().String() + " --force-conflicts",
+			"kubectl ql3 preflight DIR --transition rollback --supersede 2 --expected-head " + h.Expected().String() + " --force-conflicts"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Fatalf("%s: the error does not say %q:\n%v", what, want, err)
 			}
@@ -57,8 +61,8 @@ func TestApplyConflictAdviceWhileApplying(t *testing.T) {
 		if strings.Contains(err.Error(), "preflight again with --force-conflicts") {
 			t.Fatalf("%s: advises a preflight the applying Head refuses:\n%v", what, err)
 		}
-		if h := headOf(t, ns); h.Phase != deploy.PhaseApplying || h.Generation != 1 {
-			t.Fatalf("%s: Head %+v, want generation 1 applying", what, h)
+		if h.Phase != deploy.PhaseApplying || h.Generation != 2 {
+			t.Fatalf("%s: Head %+v, want generation 2 applying", what, h)
 		}
 	}
 	_, err := deploy.RunApply(ctx, o, deploy.ApplyRequest{Preflight: pf.Record})
@@ -70,7 +74,7 @@ func TestApplyConflictAdviceWhileApplying(t *testing.T) {
 	if _, err := cl.Apply(ctx, otherConfig(ns, nil), "other", false, false); err != nil {
 		t.Fatal(err)
 	}
-	res, err := deploy.RunApply(ctx, o, deploy.ApplyRequest{Preflight: pf.Record, Resume: true})
+	res, err = deploy.RunApply(ctx, o, deploy.ApplyRequest{Preflight: pf.Record, Resume: true})
 	if err != nil || res.Outcome != "committed" {
 		t.Fatalf("resume after the field was given back: %+v, %v; want committed", res, err)
 	}

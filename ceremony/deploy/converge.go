@@ -224,10 +224,9 @@ func (c *convergence) watch(ctx context.Context) {
 
 // converge is apply step 5: read every object back and wait, bounded by
 // the timeout, until kstatus says it is Current. It continues the read
-// applyAll started (a fresh one when there is none). gen is the applying
-// Head's generation, which the advice of a rollout that cannot progress
-// names.
-func (o *Options) converge(parent context.Context, applied []objectResult, gen int64) (string, error) {
+// applyAll started (a fresh one when there is none). h is the applying
+// Head, whose ways out the advice on a rollout that cannot progress names.
+func (o *Options) converge(parent context.Context, applied []objectResult, h *Head) (string, error) {
 	ctx, cancel := context.WithTimeout(parent, o.Timeout)
 	defer cancel()
 	c := o.takeConvergence(applied)
@@ -242,7 +241,7 @@ func (o *Options) converge(parent context.Context, applied []objectResult, gen i
 		if len(ids) > 0 {
 			res = c.poll(ctx, ids, o.Parallelism, false)
 		}
-		still, err := o.convergeVerdict(parent, c, res, pending, gen)
+		still, err := o.convergeVerdict(parent, c, res, pending, h)
 		if err != nil {
 			return "", err
 		}
@@ -254,7 +253,7 @@ func (o *Options) converge(parent context.Context, applied []objectResult, gen i
 		pending = still
 		select {
 		case <-ctx.Done():
-			return "", o.notReady(parent, c, applied, pending, gen)
+			return "", o.notReady(parent, c, applied, pending, h)
 		case <-time.After(c.pause()):
 		}
 	}
@@ -309,7 +308,7 @@ func (c *convergence) leftAfterApply(applied []objectResult) []int {
 // wait now: an object the deployer may not read (waiting cannot grant a
 // permission), or one kstatus says Failed (a Deployment past its
 // progressDeadlineSeconds), explained by its pods.
-func (o *Options) convergeVerdict(ctx context.Context, c *convergence, res []objectResult, pending []int, gen int64) ([]int, error) {
+func (o *Options) convergeVerdict(ctx context.Context, c *convergence, res []objectResult, pending []int, h *Head) ([]int, error) {
 	var still []int
 	var denied []error
 	var failed []inventory.Identity
@@ -335,7 +334,7 @@ func (o *Options) convergeVerdict(ctx context.Context, c *convergence, res []obj
 	if len(failed) > 0 {
 		c.p.finish()
 		errs, _ := o.explained(ctx, c, failed)
-		return nil, fail.Errorf(fail.Other, "converge: %d object(s) failed (the Head stays applying generation %d; %s): %w", len(failed), gen, leaveStuck(gen), utilerrors.NewAggregate(errs))
+		return nil, fail.Errorf(fail.Other, "converge: %d object(s) failed (%s): %w", len(failed), stuckAdvice(h), utilerrors.NewAggregate(errs))
 	}
 	return still, nil
 }
@@ -344,7 +343,7 @@ func (o *Options) convergeVerdict(ctx context.Context, c *convergence, res []obj
 // the objects applied[pending] not Current, each with its last message.
 // A workload whose pods show a cause that waiting does not clear is told
 // so: rerunning does not settle it, and the advice names the ways out.
-func (o *Options) notReady(ctx context.Context, c *convergence, applied []objectResult, pending []int, gen int64) error {
+func (o *Options) notReady(ctx context.Context, c *convergence, applied []objectResult, pending []int, h *Head) error {
 	c.p.finish()
 	ids := make([]inventory.Identity, len(pending))
 	for j, i := range pending {
@@ -352,9 +351,9 @@ func (o *Options) notReady(ctx context.Context, c *convergence, applied []object
 	}
 	errs, stuck := o.explained(ctx, c, ids)
 	if stuck {
-		return fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s, and their pods show a cause that waiting does not clear by itself, so rerunning will not settle it (the Head stays applying generation %d): fix the cause and run `kubectl ql3 resume --preflight FILE`, or %s: %w", len(pending), o.Timeout, gen, leaveStuck(gen), utilerrors.NewAggregate(errs))
+		return fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s, and their pods show a cause that waiting does not clear by itself, so rerunning will not settle it (%s): %w", len(pending), o.Timeout, stuckAdvice(h), utilerrors.NewAggregate(errs))
 	}
-	return fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying generation %d; `kubectl ql3 resume --preflight FILE` continues): %w", len(pending), o.Timeout, gen, utilerrors.NewAggregate(errs))
+	return fail.Errorf(fail.Unavailable, "converge: %d object(s) not ready within %s (the Head stays applying generation %d; `kubectl ql3 resume --preflight FILE` continues): %w", len(pending), o.Timeout, h.Generation, utilerrors.NewAggregate(errs))
 }
 
 // explained is, for each of ids, its last kstatus message with what its
@@ -378,10 +377,31 @@ func (o *Options) explained(ctx context.Context, c *convergence, ids []inventory
 	return errs, stuck
 }
 
-// leaveStuck names the ways out of an applying Head whose transition
-// cannot finish: a new transition that supersedes generation gen.
-func leaveStuck(gen int64) string {
-	return fmt.Sprintf("leave generation %d: roll forward with a fixed release, `kubectl ql3 preflight DIR --supersede %d`, or back, `kubectl ql3 rollback DIR --expected-head TOKEN --supersede %d` (TOKEN from `kubectl ql3 head`)", gen, gen, gen)
+// stuckAdvice names the ways out of the applying Head h whose transition
+// waiting does not finish: resume once the cause is fixed, or, for an
+// upgrade or a rollback, a transition that supersedes it.
+func stuckAdvice(h *Head) string {
+	s := fmt.Sprintf("the Head stays applying generation %d: fix the cause and run `kubectl ql3 resume --preflight FILE`", h.Generation)
+	if sup := supersedeCommands(h, ""); sup != "" {
+		return s + ", or leave generation " + fmt.Sprint(h.Generation) + " by superseding it: " + sup
+	}
+	return s + fmt.Sprintf(" (an applying %s is never superseded, docs/ceremony.md §7.5)", h.Transition.Kind)
+}
+
+// supersedeCommands are the transitions that supersede the applying Head
+// h (docs/ceremony.md §7.5), with flags added to the preflight; "" when
+// h's transition, an install or a retire, cannot be superseded.
+func supersedeCommands(h *Head, flags string) string {
+	if h.Transition.Kind != TransitionUpgrade && h.Transition.Kind != TransitionRollback {
+		return ""
+	}
+	tok := h.Expected()
+	back := fmt.Sprintf("`kubectl ql3 rollback DIR --expected-head %s --supersede %d`", tok, h.Generation)
+	if flags != "" {
+		back = fmt.Sprintf("`kubectl ql3 preflight DIR --transition rollback --supersede %d --expected-head %s%s`", h.Generation, tok, flags)
+	}
+	return fmt.Sprintf("a release above %s, `kubectl ql3 preflight DIR --transition upgrade --supersede %d --expected-head %s%s`, or back to the last committed deployment, %s (then `kubectl ql3 apply`)",
+		h.Current.Version, h.Generation, tok, flags, back)
 }
 
 // read reads ids once and returns their results in the same order: an

@@ -282,9 +282,9 @@ func classifyObjects(step string, failed, total int, errs []error, conflictHint 
 // until Established before anything that may use them; in the second
 // stage controller-driven kinds are sent first. The convergence read
 // (step 5) starts alongside: each object is read back once its apply has
-// answered (converge.go), and converge finishes it. gen is the applying
-// Head's generation, which the advice on a field-manager conflict names.
-func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool, gen int64) (_ []objectResult, err error) {
+// answered (converge.go), and converge finishes it. h is the applying
+// Head, whose ways out the advice on a field-manager conflict names.
+func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructured, fm string, force bool, h *Head) (_ []objectResult, err error) {
 	var all []objectResult
 	releaseKinds := crdKinds(objs)
 	ids := make([]inventory.Identity, len(objs))
@@ -339,7 +339,7 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 			}
 		}
 		if len(errs) > 0 {
-			return nil, classifyObjects("apply", len(errs), len(stage), errs, applyConflictAdvice(gen))
+			return nil, classifyObjects("apply", len(errs), len(stage), errs, applyConflictAdvice(h))
 		}
 		all = append(all, results...)
 		if i == 0 && slices.ContainsFunc(stage, isCRD) {
@@ -355,11 +355,16 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 }
 
 // applyConflictAdvice is what to do when another field manager took fields
-// of the release after the preflight, with the Head applying generation
-// gen: a new preflight is refused while it is applying, and resume only
-// continues the same intent (no --force-conflicts).
-func applyConflictAdvice(gen int64) string {
-	return fmt.Sprintf("another field manager took these fields after the preflight; the Head stays applying generation %d: have that client give them back (or put back the release's values) and run `kubectl ql3 resume --preflight FILE`, or take them over with a preflight that supersedes generation %d, `kubectl ql3 preflight DIR --supersede %d --force-conflicts …`, then `kubectl ql3 apply`", gen, gen, gen)
+// of the release after the preflight, with the Head h applying: a new
+// preflight is refused while it is applying, and resume only continues the
+// same intent (no --force-conflicts); only a transition that supersedes an
+// upgrade or a rollback can take the fields over.
+func applyConflictAdvice(h *Head) string {
+	s := fmt.Sprintf("another field manager took these fields after the preflight; the Head stays applying generation %d: have that client give them back (or put back the release's values) and run `kubectl ql3 resume --preflight FILE`", h.Generation)
+	if sup := supersedeCommands(h, " --force-conflicts"); sup != "" {
+		return s + ", or take them over by superseding generation " + fmt.Sprint(h.Generation) + ": " + sup
+	}
+	return s + fmt.Sprintf(" (an applying %s is never superseded, docs/ceremony.md §7.5)", h.Transition.Kind)
 }
 
 // applyServed applies an object whose kind this release's own CRD defines.

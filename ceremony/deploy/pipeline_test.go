@@ -176,7 +176,7 @@ func TestConvergeBacksOffWithManyWaiting(t *testing.T) {
 		applied = append(applied, objectResult{ID: identityOf(got), Result: "applied", UID: string(got.GetUID()), Generation: got.GetGeneration()})
 	}
 	start := time.Now()
-	d, err := o.converge(context.Background(), applied, 1)
+	d, err := o.converge(context.Background(), applied, &Head{Generation: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestApplyAllPipelinesConvergence(t *testing.T) {
 			c := newFakeCluster(time.Now().Add(300*time.Millisecond), allowList)
 			c.applyDelay = 5 * time.Millisecond // one at a time: the apply takes about 240 ms
 			o := &Options{Cluster: c, Parallelism: 1, Timeout: time.Minute, Progress: io.Discard}
-			applied, err := o.applyAll(context.Background(), objs, "m", false, 1)
+			applied, err := o.applyAll(context.Background(), objs, "m", false, &Head{Generation: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +218,7 @@ func TestApplyAllPipelinesConvergence(t *testing.T) {
 				t.Fatal("applyAll did not hand its convergence read to converge")
 			}
 			readDuringApply := c.gets.Load() + c.lists.Load()
-			d, err := o.converge(context.Background(), applied, 1)
+			d, err := o.converge(context.Background(), applied, &Head{Generation: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,7 +226,7 @@ func TestApplyAllPipelinesConvergence(t *testing.T) {
 				t.Fatalf("pipelined converge digest %s, want %s", d, want)
 			}
 			fresh := &Options{Cluster: c, Parallelism: 4, Timeout: time.Minute, Progress: io.Discard}
-			d2, err := fresh.converge(context.Background(), applied, 1)
+			d2, err := fresh.converge(context.Background(), applied, &Head{Generation: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -186,7 +186,7 @@ func (o *Options) applyingHead(head *Head, ld *loaded, rec *PreflightRecord, rdi
 // of the objects the release dropped, the convergence read and the final
 // identity read. It returns the committed Head to write.
 func (o *Options) applyAndConverge(ctx context.Context, ld *loaded, rec *PreflightRecord, leaveChanged bool, applying *Head) (*Head, error) {
-	applied, err := o.applyAll(ctx, ld.release.Objects, rec.Command.FieldManager, rec.Command.ForceConflicts, applying.Generation)
+	applied, err := o.applyAll(ctx, ld.release.Objects, rec.Command.FieldManager, rec.Command.ForceConflicts, applying)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func (o *Options) applyAndConverge(ctx context.Context, ld *loaded, rec *Preflig
 		}
 		crashpoint.At("retired")
 	}
-	convergeDigest, err := o.converge(ctx, applied, applying.Generation)
+	convergeDigest, err := o.converge(ctx, applied, applying)
 	if err != nil {
 		return nil, err
 	}

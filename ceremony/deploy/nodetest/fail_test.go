@@ -67,6 +67,17 @@ func upgradeFails(t *testing.T, o deploy.Options, ns, dir string, exp deploy.Exp
 	return took, err
 }
 
+// applyingToken is the expected-Head token of the Head of ns, which the
+// ways out of an applying generation name.
+func applyingToken(t *testing.T, o deploy.Options, ns string) string {
+	t.Helper()
+	h, err := deploy.ReadHead(context.Background(), o.Cluster, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Expected().String()
+}
+
 // wantAll fails unless err's message holds every one of want.
 func wantAll(t *testing.T, err error, want ...string) {
 	t.Helper()
@@ -87,8 +98,9 @@ func TestUnrunnableImageNamesThePodsCause(t *testing.T) {
 	if !fail.Is(err, fail.Unavailable) {
 		t.Fatalf("apply: %v (class %v), want unavailable (4)", err, fail.ClassOf(err))
 	}
-	wantAll(t, err, "apps/v1/Deployment/"+ns+"/web", "container web waiting: ErrImageNeverPull",
-		"rerunning will not settle it", "kubectl ql3 preflight DIR --supersede 2", "kubectl ql3 rollback DIR --expected-head TOKEN --supersede 2")
+	tok := applyingToken(t, o, ns)
+	wantAll(t, err, "apps/v1/Deployment/"+ns+"/web", "container web waiting: ErrImageNeverPull", "rerunning will not settle it",
+		"kubectl ql3 preflight DIR --transition upgrade --supersede 2 --expected-head "+tok, "kubectl ql3 rollback DIR --expected-head "+tok+" --supersede 2")
 	if strings.Contains(err.Error(), "rerunning settles") {
 		t.Fatalf("error promises that rerunning settles it:\n%v", err)
 	}
@@ -107,7 +119,8 @@ func TestRolloutPastItsDeadlineFails(t *testing.T) {
 	if !fail.Is(err, fail.Other) {
 		t.Fatalf("apply: %v (class %v), want other (1): a Failed rollout", err, fail.ClassOf(err))
 	}
-	wantAll(t, err, "Progress deadline exceeded", "container web waiting: ErrImageNeverPull", "kubectl ql3 preflight DIR --supersede 2")
+	wantAll(t, err, "Progress deadline exceeded", "container web waiting: ErrImageNeverPull",
+		"kubectl ql3 preflight DIR --transition upgrade --supersede 2 --expected-head "+applyingToken(t, o, ns))
 	if took >= o.Timeout {
 		t.Fatalf("apply took %s, not less than --timeout %s", took, o.Timeout)
 	}
