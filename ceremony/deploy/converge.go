@@ -381,9 +381,16 @@ func (o *Options) explained(ctx context.Context, c *convergence, ids []inventory
 // waiting does not finish: resume once the cause is fixed, or, for an
 // upgrade or a rollback, a transition that supersedes it.
 func stuckAdvice(h *Head) string {
-	s := fmt.Sprintf("the Head stays applying generation %d: fix the cause and run `kubectl ql3 resume --preflight FILE`", h.Generation)
-	if sup := supersedeCommands(h, ""); sup != "" {
-		return s + ", or leave generation " + fmt.Sprint(h.Generation) + " by superseding it: " + sup
+	return waysOut(h, "fix the cause", "leave", "")
+}
+
+// waysOut is what to do with the applying Head h: first, then resume; or,
+// for an upgrade or a rollback, how generation N is superseded (its
+// preflight with flags added).
+func waysOut(h *Head, first, how, flags string) string {
+	s := fmt.Sprintf("the Head stays applying generation %d: %s and run `kubectl ql3 resume --preflight FILE`", h.Generation, first)
+	if sup := supersedeCommands(h, flags); sup != "" {
+		return s + fmt.Sprintf(", or %s generation %d by superseding it: %s", how, h.Generation, sup)
 	}
 	return s + fmt.Sprintf(" (an applying %s is never superseded, docs/ceremony.md §7.5)", h.Transition.Kind)
 }

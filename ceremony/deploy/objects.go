@@ -360,11 +360,8 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 // same intent (no --force-conflicts); only a transition that supersedes an
 // upgrade or a rollback can take the fields over.
 func applyConflictAdvice(h *Head) string {
-	s := fmt.Sprintf("another field manager took these fields after the preflight; the Head stays applying generation %d: have that client give them back (or put back the release's values) and run `kubectl ql3 resume --preflight FILE`", h.Generation)
-	if sup := supersedeCommands(h, " --force-conflicts"); sup != "" {
-		return s + ", or take them over by superseding generation " + fmt.Sprint(h.Generation) + ": " + sup
-	}
-	return s + fmt.Sprintf(" (an applying %s is never superseded, docs/ceremony.md §7.5)", h.Transition.Kind)
+	return "another field manager took these fields after the preflight; " +
+		waysOut(h, "have that client give them back (or put back the release's values)", "take them over, leaving", " --force-conflicts")
 }
 
 // applyServed applies an object whose kind this release's own CRD defines.
