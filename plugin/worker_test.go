@@ -13,12 +13,11 @@ import (
 	"sync"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/worker"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/workertest"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
@@ -78,34 +77,7 @@ func wkToken(n string) []byte { return []byte("CANARY-worker-cli-token-" + n + "
 func wkSetup(t *testing.T) (ns, stageNS, keyFile, dir string) {
 	t.Helper()
 	ns, stageNS, dir = cp.Namespace(t), cp.Namespace(t), t.TempDir()
-	one, no := int32(1), false
-	lbl := map[string]string{worker.RoleLabel: worker.RoleValue}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "ql3-worker", Namespace: ns, Labels: lbl},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one, Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbl, Annotations: map[string]string{delivery.AnnotationIdentityGeneration: "identity-1"}},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: &no,
-					Containers:                   []corev1.Container{{Name: "worker", Image: "registry.example/worker@sha256:" + strings.Repeat("1", 64)}},
-					Volumes: []corev1.Volume{{Name: "sources", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-						{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: delivery.IdentitySecret}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}, {Key: "tls.key", Path: "tls.key"}, {Key: "tls.crt", Path: "tls.crt"}}}},
-						{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: delivery.SecretName}, Items: []corev1.KeyToPath{{Key: delivery.SecretKey, Path: "token"}}}},
-					}}}}},
-				},
-			},
-		},
-	}
-	ctx := context.Background()
-	if _, err := cp.Clientset().AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	id := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: delivery.IdentitySecret, Namespace: ns}, Data: map[string][]byte{"ca.crt": []byte("c"), "tls.key": []byte("k"), "tls.crt": []byte("t")}}
-	if _, err := cp.Clientset().CoreV1().Secrets(ns).Create(ctx, id, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	workertest.Create(t, cp.Clientset(), ns)
 	keyFile = filepath.Join(dir, "key")
 	if err := os.WriteFile(keyFile, []byte("cli-test-token-digest-key-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)

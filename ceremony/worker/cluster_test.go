@@ -20,6 +20,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/workertest"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 	testcluster.Main(m, testcluster.Options{ControllerManager: true, AuditLog: true}, &cp)
 }
 
-const depName = "ql3-worker"
+const depName = workertest.DeploymentName
 
 var key = []byte("test-token-digest-key-0123456789abcdef")
 
@@ -114,40 +115,6 @@ func admin(t *testing.T, name string) *rest.Config {
 	return cfg
 }
 
-// deploy creates the Worker Deployment (the reviewed shape) and the TLS
-// identity Secret in ns.
-func deploy(t *testing.T, ns string) {
-	t.Helper()
-	one, no := int32(1), false
-	lbl := map[string]string{RoleLabel: RoleValue}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: depName, Namespace: ns, Labels: lbl},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one, Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbl, Annotations: map[string]string{delivery.AnnotationIdentityGeneration: "identity-1"}},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: &no,
-					Containers:                   []corev1.Container{{Name: "worker", Image: "registry.example/worker@sha256:" + strings.Repeat("1", 64)}},
-					Volumes: []corev1.Volume{{Name: "sources", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-						{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: delivery.IdentitySecret}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}, {Key: "tls.key", Path: "tls.key"}, {Key: "tls.crt", Path: "tls.crt"}}}},
-						{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: delivery.SecretName}, Items: []corev1.KeyToPath{{Key: delivery.SecretKey, Path: "token"}}}},
-					}}}}},
-				},
-			},
-		},
-	}
-	cs := cp.Clientset()
-	if _, err := cs.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	id := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: delivery.IdentitySecret, Namespace: ns}, Data: map[string][]byte{"ca.crt": []byte("ca"), "tls.key": []byte("key"), "tls.crt": []byte("crt")}}
-	if _, err := cs.CoreV1().Secrets(ns).Create(context.Background(), id, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func getDep(t *testing.T, ns string) *appsv1.Deployment {
 	t.Helper()
 	d, err := cp.Clientset().AppsV1().Deployments(ns).Get(context.Background(), depName, metav1.GetOptions{})
@@ -224,7 +191,7 @@ func waitRolled(t *testing.T, ns string) {
 // one was scaled (updated) — and the annotations and nothing else changed.
 func TestRotation(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	waitRolled(t, ns)
 	o := options(t, admin(t, "rotator"), ns, stageNS)
 	before := getDep(t, ns)
@@ -313,7 +280,7 @@ func TestRotation(t *testing.T) {
 // converges without rewriting the Secret.
 func TestCrashBetweenWrites(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	o := options(t, admin(t, "crasher"), ns, stageNS)
 	a := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
 	stagePublish(t, o, a, token("A"))
@@ -367,7 +334,7 @@ func TestCrashBetweenWrites(t *testing.T) {
 // the stage cap: each refused before any Secret write.
 func TestRefusals(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	o := options(t, admin(t, "refused"), ns, stageNS)
 	stagePublish(t, o, newDelivery(t, ns, "d-a", "cred-a", nil, 1), token("A"))
 	base := len(writes(t, "refused", ns))
@@ -405,7 +372,7 @@ func TestRefusals(t *testing.T) {
 // the Secret the winner's token.
 func TestConcurrentPublishers(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	o1 := options(t, admin(t, "racer-1"), ns, stageNS)
 	o2 := options(t, admin(t, "racer-2"), ns, stageNS)
 	stagePublish(t, o1, newDelivery(t, ns, "d-a", "cred-a", nil, 1), token("A"))
@@ -451,7 +418,7 @@ func TestConcurrentPublishers(t *testing.T) {
 // Lost answers of each write settle by reading back.
 func TestLostAnswers(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	cfg := admin(t, "lossy")
 	fs := []*faults.Fault{
 		faults.Drop(cfg, faults.Write(http.MethodPost, "/namespaces/"+stageNS+"/secrets")),
@@ -484,7 +451,7 @@ func TestLostAnswers(t *testing.T) {
 // request) and cannot (RBAC).
 func TestLeastPrivilege(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	objs, err := RBAC(ns, stageNS, depName, Subject{User: "rotator-rbac"})
 	if err != nil {
 		t.Fatal(err)

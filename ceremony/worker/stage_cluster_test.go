@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/workertest"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
@@ -19,7 +20,7 @@ import (
 // beside the identity Secret.
 func TestStageNamespaceMustDiffer(t *testing.T) {
 	ns := cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	a := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
 	for _, stageNS := range []string{"", ns} {
 		o := options(t, admin(t, "same-ns"), ns, stageNS)
@@ -52,7 +53,7 @@ func TestStageNamespaceMustDiffer(t *testing.T) {
 // recorded name with another UID as gone.
 func TestStageRecordsDeployment(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	o := options(t, admin(t, "recorder"), ns, stageNS)
 	a := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
 	if _, err := Stage(context.Background(), o, a, token("A")); err != nil {
@@ -73,7 +74,7 @@ func TestStageRecordsDeployment(t *testing.T) {
 	if err := cp.Clientset().CoreV1().Secrets(ns).Delete(context.Background(), delivery.IdentitySecret, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	second := getDep(t, ns)
 	_, err = Publish(context.Background(), o, a)
 	if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), string(first.UID)) || !strings.Contains(err.Error(), string(second.UID)) {
@@ -114,7 +115,7 @@ func TestStageRecordsDeployment(t *testing.T) {
 // deletes nothing.
 func TestDiscardSupersededHalfPublished(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deploy(t, ns)
+	workertest.Create(t, cp.Clientset(), ns)
 	o := options(t, admin(t, "half"), ns, stageNS)
 	stagePublish(t, o, newDelivery(t, ns, "d-a", "cred-a", nil, 1), token("A"))
 	b := newDelivery(t, ns, "d-b", "cred-b", ptr("cred-a"), 2)

@@ -85,7 +85,8 @@ var rules = append([]rule{
 	{"test machinery never ships", []string{"cmd", "plugin", "ceremony", "inventory", "receipts", "krew",
 		"internal/fail", "internal/safefile", "internal/strictjson", "internal/manifestaudit", "internal/crashpoint",
 		"internal/ociarchive", "hack/imagearchive"},
-		[]string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors", "ceremony/approval/gate/gatetest"}, nil},
+		[]string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors", "ceremony/approval/gate/gatetest",
+			"ceremony/worker/workertest", "ceremony/package/stagelayout/stagelayouttest"}, nil},
 }, siblingRules()...)
 
 // siblingRules: a sibling ceremony imports no other ceremony's folder.
