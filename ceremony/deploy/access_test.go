@@ -8,14 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
@@ -100,8 +97,8 @@ func TestMissingPermissionFailsClosed(t *testing.T) {
 			if removed != 1 {
 				t.Fatalf("removed %d rules' %s, want 1", removed, tt.verb)
 			}
-			grantRBAC(t, objs)
-			waitGranted(t, user, objs)
+			cp.GrantAll(t, objs)
+			cp.WaitGranted(t, user, objs)
 
 			want := strings.ReplaceAll(tt.want, "NS", ns)
 			// Wrapped, as fault-injecting tests and callers wrap clusters:
@@ -149,92 +146,6 @@ func TestUnanswerableReviewFailsClosed(t *testing.T) {
 	if h := headOf(t, ns); h != nil {
 		t.Fatalf("the Head was created: %+v", h)
 	}
-}
-
-// grantRBAC creates the roles and bindings deploy.RBAC printed.
-func grantRBAC(t *testing.T, objs []any) {
-	t.Helper()
-	ctx := context.Background()
-	rb := cp.Clientset().RbacV1()
-	for _, obj := range objs {
-		var err error
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			_, err = rb.Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = rb.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = rb.ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = rb.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
-		case *rbacv1.ClusterRoleBinding:
-			_, err = rb.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = rb.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
-		default:
-			t.Fatalf("unexpected RBAC object %T", obj)
-		}
-		if err != nil {
-			t.Fatalf("grant %T: %v", obj, err)
-		}
-	}
-}
-
-// waitGranted waits until the RBAC authorizer allows user every rule of
-// the roles in objs (as grantRBAC created them): its informers see each
-// role and binding on their own, some time after it was created, so one
-// rule allowed says nothing of the others.
-func waitGranted(t *testing.T, user string, objs []any) {
-	t.Helper()
-	var pending []authorizationv1.ResourceAttributes
-	for _, obj := range objs {
-		var ns string
-		var rules []rbacv1.PolicyRule
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			ns, rules = o.Namespace, o.Rules
-		case *rbacv1.ClusterRole:
-			rules = o.Rules
-		}
-		for _, r := range rules {
-			pending = append(pending, ruleAttributes(ns, r)...)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	sars := cp.Clientset().AuthorizationV1().SubjectAccessReviews()
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		for len(pending) > 0 {
-			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &pending[0]}}
-			got, err := sars.Create(ctx, sar, metav1.CreateOptions{})
-			if err != nil || !got.Status.Allowed {
-				return false, nil
-			}
-			pending = pending[1:] // a grant, once seen, stays
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("the grant of %s never took effect (%v): still denied %+v", user, err, pending[0])
-	}
-}
-
-// ruleAttributes is every request rule r of a role in namespace ns ("": a
-// ClusterRole) allows: each verb on each resource, by each name.
-func ruleAttributes(ns string, r rbacv1.PolicyRule) []authorizationv1.ResourceAttributes {
-	names := r.ResourceNames
-	if len(names) == 0 {
-		names = []string{""}
-	}
-	var out []authorizationv1.ResourceAttributes
-	for _, g := range r.APIGroups {
-		for _, res := range r.Resources {
-			for _, v := range r.Verbs {
-				for _, n := range names {
-					out = append(out, authorizationv1.ResourceAttributes{Namespace: ns, Verb: v, Group: g, Resource: res, Name: n})
-				}
-			}
-		}
-	}
-	return out
 }
 
 // A receipts directory that cannot hold the receipt is refused before any

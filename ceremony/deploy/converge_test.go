@@ -142,7 +142,7 @@ func TestConvergeWithoutListFallsBackToGet(t *testing.T) {
 			}
 		}
 	}
-	grantRBAC(t, objs)
+	cp.GrantAll(t, objs)
 	pr := &progress{t: t}
 	o := options(t, cluster(t, userConfig(t, user)), t.TempDir())
 	o.Progress = pr

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -143,8 +142,8 @@ func TestRetireLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantRBAC(t, noDelete)
-	waitGranted(t, carol, noDelete)
+	cp.GrantAll(t, noDelete)
+	cp.WaitGranted(t, carol, noDelete)
 	co := options(t, cluster(t, userConfig(t, carol)), rdir)
 	_, err = deploy.RunPreflight(ctx, co, deploy.PreflightRequest{Dir: v320, Transition: deploy.TransitionRetire, Expected: h2.Expected(), Out: filepath.Join(t.TempDir(), "pf.json")})
 	if fail.ClassOf(err) != fail.Invalid || !strings.Contains(err.Error(), "delete configmaps/ql3-features") || !strings.Contains(err.Error(), "delete deployments.apps/ql3-batch") {
@@ -159,14 +158,14 @@ func TestRetireLeastPrivilege(t *testing.T) {
 	}
 
 	// With the printed least privilege (the roles have fixed names: carol's go first).
-	revokeRBAC(t, noDelete)
+	cp.RevokeAll(t, noDelete)
 	bob := "bob-" + ns
 	objs, err := deploy.RBACRetire(newRel.Objects, retiredObjs, ns, mapper, deploy.RBACSubject{User: bob})
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantRBAC(t, objs)
-	waitGranted(t, bob, objs)
+	cp.GrantAll(t, objs)
+	cp.WaitGranted(t, bob, objs)
 	bo := options(t, cluster(t, userConfig(t, bob)), rdir)
 	pf, err := deploy.RunPreflight(ctx, bo, deploy.PreflightRequest{Dir: v320, Transition: deploy.TransitionRetire, Expected: h2.Expected(), Out: filepath.Join(t.TempDir(), "pf.json")})
 	if err != nil {
@@ -412,27 +411,4 @@ func writesBy(t *testing.T, user, verb string) []testcluster.AuditEvent {
 		t.Fatal(err)
 	}
 	return w
-}
-
-// revokeRBAC deletes what grantRBAC created.
-func revokeRBAC(t *testing.T, objs []any) {
-	t.Helper()
-	ctx := context.Background()
-	rb := cp.Clientset().RbacV1()
-	for _, obj := range objs {
-		var err error
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			err = rb.Roles(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
-		case *rbacv1.RoleBinding:
-			err = rb.RoleBindings(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
-		case *rbacv1.ClusterRole:
-			err = rb.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			err = rb.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
-		}
-		if err != nil {
-			t.Fatalf("revoke %T: %v", obj, err)
-		}
-	}
 }

@@ -1,0 +1,123 @@
+package testcluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// GrantAll creates, as the admin, the roles and bindings an rbac command
+// printed (*rbacv1.Role, RoleBinding, ClusterRole, ClusterRoleBinding);
+// the cluster-scoped ones are deleted when the test ends.
+func (cp *ControlPlane) GrantAll(t testing.TB, objs []any) {
+	t.Helper()
+	ctx := context.Background()
+	rb := cp.Clientset().RbacV1()
+	for _, obj := range objs {
+		var err error
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			_, err = rb.Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = rb.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = rb.ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			t.Cleanup(func() { _ = rb.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
+		case *rbacv1.ClusterRoleBinding:
+			_, err = rb.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+			t.Cleanup(func() { _ = rb.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
+		default:
+			t.Fatalf("unexpected RBAC object %T", obj)
+		}
+		if err != nil {
+			t.Fatalf("grant %T: %v", obj, err)
+		}
+	}
+}
+
+// RevokeAll deletes what GrantAll created.
+func (cp *ControlPlane) RevokeAll(t testing.TB, objs []any) {
+	t.Helper()
+	ctx := context.Background()
+	rb := cp.Clientset().RbacV1()
+	for _, obj := range objs {
+		var err error
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			err = rb.Roles(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
+		case *rbacv1.RoleBinding:
+			err = rb.RoleBindings(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
+		case *rbacv1.ClusterRole:
+			err = rb.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			err = rb.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+		if err != nil {
+			t.Fatalf("revoke %T: %v", obj, err)
+		}
+	}
+}
+
+// WaitGranted waits until the RBAC authorizer allows user every rule of
+// the roles in objs (as GrantAll created them): its informers see each
+// role and binding on their own, some time after it was created, so one
+// rule allowed says nothing of the others.
+func (cp *ControlPlane) WaitGranted(t testing.TB, user string, objs []any) {
+	t.Helper()
+	var pending []authorizationv1.ResourceAttributes
+	for _, obj := range objs {
+		var ns string
+		var rules []rbacv1.PolicyRule
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			ns, rules = o.Namespace, o.Rules
+		case *rbacv1.ClusterRole:
+			rules = o.Rules
+		}
+		for _, r := range rules {
+			pending = append(pending, ruleAttributes(ns, r)...)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	sars := cp.Clientset().AuthorizationV1().SubjectAccessReviews()
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for len(pending) > 0 {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &pending[0]}}
+			got, err := sars.Create(ctx, sar, metav1.CreateOptions{})
+			if err != nil || !got.Status.Allowed {
+				return false, nil
+			}
+			pending = pending[1:] // a grant, once seen, stays
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the grant of %s never took effect (%v): still denied %+v", user, err, pending[0])
+	}
+}
+
+// ruleAttributes is every request rule r of a role in namespace ns ("": a
+// ClusterRole) allows: each verb on each resource, by each name.
+func ruleAttributes(ns string, r rbacv1.PolicyRule) []authorizationv1.ResourceAttributes {
+	names := r.ResourceNames
+	if len(names) == 0 {
+		names = []string{""}
+	}
+	var out []authorizationv1.ResourceAttributes
+	for _, g := range r.APIGroups {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				for _, n := range names {
+					out = append(out, authorizationv1.ResourceAttributes{Namespace: ns, Verb: v, Group: g, Resource: res, Name: n})
+				}
+			}
+		}
+	}
+	return out
+}
