@@ -18,6 +18,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -75,25 +76,7 @@ func TestMissingPermissionFailsClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			removed := 0
-			for _, obj := range objs {
-				var rules *[]rbacv1.PolicyRule
-				switch o := obj.(type) {
-				case *rbacv1.Role:
-					rules = &o.Rules
-				case *rbacv1.ClusterRole:
-					rules = &o.Rules
-				default:
-					continue
-				}
-				for i, r := range *rules {
-					if tt.matches(r) && slices.Contains(r.Verbs, tt.verb) {
-						(*rules)[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == tt.verb })
-						removed++
-					}
-				}
-				*rules = slices.DeleteFunc(*rules, func(r rbacv1.PolicyRule) bool { return len(r.Verbs) == 0 })
-			}
+			removed := testcluster.DropVerb(objs, tt.verb, tt.matches)
 			if removed != 1 {
 				t.Fatalf("removed %d rules' %s, want 1", removed, tt.verb)
 			}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -272,7 +271,7 @@ func grant(t *testing.T, ns, user, drop string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp.Grant(t, ns, objs[0].(*rbacv1.Role), objs[1].(*rbacv1.RoleBinding), drop)
+	cp.Grant(t, objs, drop)
 }
 
 // The printed least privilege is enough for create, replay, update and
@@ -302,29 +301,18 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 	})
-	for _, tt := range []struct {
-		drop, missing string
-		existing      bool // a bundle was published first (by the admin)
-	}{
-		{"get", "get secrets/" + bundleName, false},
-		{"create", "create secrets in namespace", false},
-		{"update", "update secrets/" + bundleName, true},
-	} {
-		t.Run("without "+tt.drop, func(t *testing.T) {
-			ns := cp.Namespace(t)
-			name := "no-" + tt.drop
-			grant(t, ns, name, tt.drop)
-			expected := ""
-			if tt.existing {
-				expected = mustPublish(t, publisher(t, cp.RESTConfig(), ns), b1, "").ResourceVersion
-			}
-			_, err := Publish(context.Background(), publisher(t, cp.User(t, name), ns), b2, expected)
-			if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), tt.missing) || !strings.Contains(err.Error(), "nothing was written") {
-				t.Fatalf("publish: %v, want invalid listing %q", err, tt.missing)
-			}
-			cp.NoWrites(t, name, ns, "secrets")
-		})
-	}
+	cp.FailsClosedLessOne(t, []testcluster.LessOne{
+		{Verb: "get", Missing: "get secrets/" + bundleName},
+		{Verb: "create", Missing: "create secrets in namespace"},
+		{Verb: "update", Missing: "update secrets/" + bundleName, Existing: true},
+	}, grant, func(t *testing.T, ns, user string, row testcluster.LessOne) error {
+		expected := ""
+		if row.Existing {
+			expected = mustPublish(t, publisher(t, cp.RESTConfig(), ns), b1, "").ResourceVersion
+		}
+		_, err := Publish(context.Background(), publisher(t, cp.User(t, user), ns), b2, expected)
+		return err
+	})
 }
 
 // A missing namespace is invalid input, and the create is the only write

@@ -456,26 +456,9 @@ func TestLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cp.GrantAll(t, objs)
 	cs := cp.Clientset()
 	ctx := context.Background()
-	for _, o := range objs {
-		switch v := o.(type) {
-		case *rbacv1.Role:
-			_, err = cs.RbacV1().Roles(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = cs.RbacV1().RoleBindings(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			v.Name += "-" + ns
-			_, err = cs.RbacV1().ClusterRoles().Create(ctx, v, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			v.Name += "-" + ns
-			v.RoleRef.Name += "-" + ns
-			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, v, metav1.CreateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	cfg, err := cp.UserConfig("rotator-rbac")
 	if err != nil {
 		t.Fatal(err)
@@ -517,15 +500,12 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 	// Without the Deployment update permission, nothing is written at all.
-	short := objs[0].(*rbacv1.Role).DeepCopy()
-	if err := cs.RbacV1().Roles(ns).Delete(ctx, short.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	short := []any{objs[0].(*rbacv1.Role).DeepCopy()}
+	cp.RevokeAll(t, short)
+	if n := testcluster.DropVerb(short, "update", func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "deployments") }); n != 1 {
+		t.Fatalf("%d rules of the printed Role grant update on deployments, want 1", n)
 	}
-	short.ResourceVersion = ""
-	short.Rules[2].Verbs = []string{"get"}
-	if _, err := cs.RbacV1().Roles(ns).Create(ctx, short, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp.GrantAll(t, short)
 	// A new command: a new review (a review caches what it was answered).
 	cfg2, err := cp.UserConfig("rotator-rbac")
 	if err != nil {
