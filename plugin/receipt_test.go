@@ -168,7 +168,9 @@ func TestReceiptAuditErrors(t *testing.T) {
 func TestReceiptAuditRelease(t *testing.T) {
 	base := t.TempDir()
 	rel := filepath.Join(base, "release")
-	receiptCopyTree(t, "../testdata/releases/v3.0.0", rel)
+	if err := os.CopyFS(rel, os.DirFS("../testdata/releases/v3.0.0")); err != nil {
+		t.Fatal(err)
+	}
 	cluster := inventory.DigestBytes("test", []byte("cluster"))
 	if _, errOut, code := run(t, nil, "lock", rel, "--version", "3.0.0", "--cluster-identity", cluster); code != 0 {
 		t.Fatalf("lock: exit %d: %s", code, errOut)
@@ -194,26 +196,5 @@ func TestReceiptAuditRelease(t *testing.T) {
 	receiptChain(t, newer, 2, dep, r.Inventory, nil)
 	if out, _, code := run(t, nil, "receipt", "audit", newer, "--release", rel); code != 5 || !strings.Contains(out, "release lock digest") {
 		t.Fatalf("older release: exit %d\n%s", code, out)
-	}
-}
-
-func receiptCopyTree(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,25 +1,20 @@
 package plugin_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/plugin"
 )
 
+// kubeSystemIdentity is the test cluster's identity.
 func kubeSystemIdentity(t *testing.T) string {
 	t.Helper()
-	ns, err := cp.Clientset().CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return inventory.ClusterIdentity(string(ns.UID))
+	return inventory.ClusterIdentity(cp.KubeSystemUID(t))
 }
 
 func TestVersionHuman(t *testing.T) {

@@ -20,7 +20,6 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/workertest"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
-	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // wkRun runs bin with stdin and returns stdout, stderr and the exit code.
@@ -87,16 +86,12 @@ func wkSetup(t *testing.T) (ns, stageNS, keyFile, dir string) {
 
 func wkDelivery(t *testing.T, dir, ns, id, cred, pred string, gen int) string {
 	t.Helper()
-	kube, err := cp.Clientset().CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := "null"
 	if pred != "" {
 		p = pred
 	}
 	doc := "schema: " + delivery.Schema + "\ndeliveryId: " + id + "\ncredentialId: " + cred + "\npredecessorCredentialId: " + p +
-		"\ndeploymentGeneration: " + delivery.GenerationString(int64(gen)) + "\ntarget:\n  clusterIdentity: " + canon.ClusterIdentity(string(kube.UID)) +
+		"\ndeploymentGeneration: " + delivery.GenerationString(int64(gen)) + "\ntarget:\n  clusterIdentity: " + kubeSystemIdentity(t) +
 		"\n  namespace: " + ns + "\n  secret: ql3-worker-credential\n  key: credential-token\n  deployment: ql3-worker\n"
 	path := filepath.Join(dir, id+".yaml")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {

@@ -69,7 +69,12 @@ func targetNamespace(t *testing.T) string {
 func release(t *testing.T, fixture, ns, version string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), fixture)
-	copyDir(t, filepath.Join(fixtures, fixture), dir)
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(fixtures, fixture))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, inventory.LockFile)); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
 	kpath := filepath.Join(dir, "kustomization.yaml")
 	k, err := os.ReadFile(kpath)
 	if err != nil {
@@ -124,30 +129,6 @@ func lockRelease(t *testing.T, dir, version string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, inventory.LockFile), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		if d.Name() == inventory.LockFile {
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), data, 0o644)
-	})
-	if err != nil {
 		t.Fatal(err)
 	}
 }

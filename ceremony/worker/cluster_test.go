@@ -43,19 +43,10 @@ var key = []byte("test-token-digest-key-0123456789abcdef")
 // Tokens of the tests: canaries that must appear nowhere but the Secrets.
 func token(n string) []byte { return []byte("CANARY-ql3-worker-token-" + n + "-9f8e7d6c") }
 
-func clusterID(t *testing.T) string {
-	t.Helper()
-	ns, err := cp.Clientset().CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return canon.ClusterIdentity(string(ns.UID))
-}
-
 func newDelivery(t *testing.T, ns, id, cred string, pred *string, gen int64) *delivery.Delivery {
 	t.Helper()
 	d := &delivery.Delivery{Schema: delivery.Schema, DeliveryID: id, CredentialID: cred, Predecessor: pred, Generation: gen,
-		Target: delivery.Target{ClusterIdentity: clusterID(t), Namespace: ns, Secret: delivery.SecretName, Key: delivery.SecretKey, Deployment: depName}}
+		Target: delivery.Target{ClusterIdentity: canon.ClusterIdentity(cp.KubeSystemUID(t)), Namespace: ns, Secret: delivery.SecretName, Key: delivery.SecretKey, Deployment: depName}}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,27 +54,6 @@ func newDelivery(t *testing.T, ns, id, cred string, pred *string, gen int64) *de
 }
 
 func ptr(s string) *string { return &s }
-
-// recorder notes every request a client sends (method and path), the
-// client-side record of what it read.
-type recorder struct {
-	mu   sync.Mutex
-	reqs []string
-	next http.RoundTripper
-}
-
-func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	r.mu.Lock()
-	r.reqs = append(r.reqs, req.Method+" "+req.URL.Path)
-	r.mu.Unlock()
-	return r.next.RoundTrip(req)
-}
-
-func (r *recorder) all() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.reqs)
-}
 
 func options(t *testing.T, cfg *rest.Config, ns, stageNS string) Options {
 	t.Helper()
@@ -104,15 +74,6 @@ func options(t *testing.T, cfg *rest.Config, ns, stageNS string) Options {
 		Key: key, Review: access.NewReview(access.NewReviewer(cs)), Hint: "`kubectl ql3 worker rbac` prints the least privilege",
 		Say: t.Logf, SettleTimeout: 20 * time.Second,
 	}
-}
-
-func admin(t *testing.T, name string) *rest.Config {
-	t.Helper()
-	cfg, err := cp.UserConfig(name, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }
 
 func getDep(t *testing.T, ns string) *appsv1.Deployment {
@@ -193,7 +154,7 @@ func TestRotation(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
 	workertest.Create(t, cp.Clientset(), ns)
 	waitRolled(t, ns)
-	o := options(t, admin(t, "rotator"), ns, stageNS)
+	o := options(t, cp.User(t, "rotator", "system:masters"), ns, stageNS)
 	before := getDep(t, ns)
 	a := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
 	b := newDelivery(t, ns, "d-b", "cred-b", ptr("cred-a"), 2)
@@ -281,7 +242,7 @@ func TestRotation(t *testing.T) {
 func TestCrashBetweenWrites(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
 	workertest.Create(t, cp.Clientset(), ns)
-	o := options(t, admin(t, "crasher"), ns, stageNS)
+	o := options(t, cp.User(t, "crasher", "system:masters"), ns, stageNS)
 	a := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
 	stagePublish(t, o, a, token("A"))
 	b := newDelivery(t, ns, "d-b", "cred-b", ptr("cred-a"), 2)
@@ -335,7 +296,7 @@ func TestCrashBetweenWrites(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
 	workertest.Create(t, cp.Clientset(), ns)
-	o := options(t, admin(t, "refused"), ns, stageNS)
+	o := options(t, cp.User(t, "refused", "system:masters"), ns, stageNS)
 	stagePublish(t, o, newDelivery(t, ns, "d-a", "cred-a", nil, 1), token("A"))
 	base := len(writes(t, "refused", ns))
 	for _, d := range []*delivery.Delivery{
@@ -373,8 +334,8 @@ func TestRefusals(t *testing.T) {
 func TestConcurrentPublishers(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
 	workertest.Create(t, cp.Clientset(), ns)
-	o1 := options(t, admin(t, "racer-1"), ns, stageNS)
-	o2 := options(t, admin(t, "racer-2"), ns, stageNS)
+	o1 := options(t, cp.User(t, "racer-1", "system:masters"), ns, stageNS)
+	o2 := options(t, cp.User(t, "racer-2", "system:masters"), ns, stageNS)
 	stagePublish(t, o1, newDelivery(t, ns, "d-a", "cred-a", nil, 1), token("A"))
 	d1 := newDelivery(t, ns, "d-1", "cred-1", ptr("cred-a"), 2)
 	d2 := newDelivery(t, ns, "d-2", "cred-2", ptr("cred-a"), 2)
@@ -419,7 +380,7 @@ func TestConcurrentPublishers(t *testing.T) {
 func TestLostAnswers(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
 	workertest.Create(t, cp.Clientset(), ns)
-	cfg := admin(t, "lossy")
+	cfg := cp.User(t, "lossy", "system:masters")
 	fs := []*faults.Fault{
 		faults.Drop(cfg, faults.Write(http.MethodPost, "/namespaces/"+stageNS+"/secrets")),
 		faults.Drop(cfg, faults.Write(http.MethodPost, "/namespaces/"+ns+"/secrets")),
@@ -463,15 +424,15 @@ func TestLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
+	rec := &faults.Recorder{}
+	cfg.Wrap(rec.Wrap)
 	o := options(t, cfg, ns, stageNS)
 	stagePublish(t, o, newDelivery(t, ns, "d-a", "cred-a", nil, 1), token("A"))
 	stagePublish(t, o, newDelivery(t, ns, "d-b", "cred-b", ptr("cred-a"), 2), token("B"))
 	if _, err := Discard(ctx, o, "d-a", false); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range rec.all() {
+	for _, r := range rec.Requests() {
 		if strings.Contains(r, delivery.IdentitySecret) || strings.HasPrefix(r, "PATCH") || strings.Contains(r, "watch") {
 			t.Fatalf("the rbac user sent %s", r)
 		}

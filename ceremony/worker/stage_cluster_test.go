@@ -23,7 +23,7 @@ func TestStageNamespaceMustDiffer(t *testing.T) {
 	workertest.Create(t, cp.Clientset(), ns)
 	a := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
 	for _, stageNS := range []string{"", ns} {
-		o := options(t, admin(t, "same-ns"), ns, stageNS)
+		o := options(t, cp.User(t, "same-ns", "system:masters"), ns, stageNS)
 		o.StageNamespace = stageNS
 		_, serr := Stage(context.Background(), o, a, token("A"))
 		_, perr := Publish(context.Background(), o, a)
@@ -54,7 +54,7 @@ func TestStageNamespaceMustDiffer(t *testing.T) {
 func TestStageRecordsDeployment(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
 	workertest.Create(t, cp.Clientset(), ns)
-	o := options(t, admin(t, "recorder"), ns, stageNS)
+	o := options(t, cp.User(t, "recorder", "system:masters"), ns, stageNS)
 	a := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
 	if _, err := Stage(context.Background(), o, a, token("A")); err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestStageRecordsDeployment(t *testing.T) {
 func TestDiscardSupersededHalfPublished(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
 	workertest.Create(t, cp.Clientset(), ns)
-	o := options(t, admin(t, "half"), ns, stageNS)
+	o := options(t, cp.User(t, "half", "system:masters"), ns, stageNS)
 	stagePublish(t, o, newDelivery(t, ns, "d-a", "cred-a", nil, 1), token("A"))
 	b := newDelivery(t, ns, "d-b", "cred-b", ptr("cred-a"), 2)
 	if _, err := Stage(context.Background(), o, b, token("B")); err != nil {

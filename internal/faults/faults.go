@@ -2,7 +2,8 @@
 // kernel must settle, against a real API server: an answer lost after the
 // server carried the request out, and an answer held back past the
 // client's timeout (--request-timeout). The request always reaches the
-// server; only what the client learns changes.
+// server; only what the client learns changes. A Recorder notes what a
+// client asked, for the tests that prove what it never sends.
 package faults
 
 import (

@@ -1,8 +1,10 @@
 package testcluster
 
 import (
+	"context"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -20,6 +22,18 @@ func (cp *ControlPlane) User(t testing.TB, user string, groups ...string) *rest.
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// KubeSystemUID is the UID of the kube-system Namespace, read as the
+// admin: what the cluster identity is computed from
+// (canon.ClusterIdentity).
+func (cp *ControlPlane) KubeSystemUID(t testing.TB) string {
+	t.Helper()
+	ns, err := cp.Clientset().CoreV1().Namespaces().Get(context.Background(), metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(ns.UID)
 }
 
 // WritesBy is Writes for a test: the completed writes user sent in

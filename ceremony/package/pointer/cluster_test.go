@@ -43,66 +43,17 @@ func (s *stage) Verify(in intent.Intent) (intent.StageEvidence, error) {
 	return ev, nil
 }
 
-// recorder records every request a client sends (method and URL), so a
-// test proves there was no list and no watch (the audit log holds writes
-// only).
-type recorder struct {
-	mu   sync.Mutex
-	reqs []string
-}
-
-func (r *recorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTrip(func(req *http.Request) (*http.Response, error) {
-		r.mu.Lock()
-		r.reqs = append(r.reqs, req.Method+" "+req.URL.RequestURI())
-		r.mu.Unlock()
-		return rt.RoundTrip(req)
-	})
-}
-
-type roundTrip func(*http.Request) (*http.Response, error)
-
-func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// noListNoWatch fails when a recorded request was a list or a watch of
-// ConfigMaps or Namespaces, or a patch of anything.
-func (r *recorder) noListNoWatch(t *testing.T) {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.reqs) == 0 {
-		t.Fatal("no request recorded")
-	}
-	for _, q := range r.reqs {
-		path, _, _ := strings.Cut(strings.SplitN(q, " ", 2)[1], "?")
-		switch {
-		case strings.Contains(q, "watch"), strings.HasPrefix(q, "PATCH "),
-			strings.HasPrefix(q, "GET ") && (strings.HasSuffix(path, "/configmaps") || strings.HasSuffix(path, "/namespaces")):
-			t.Fatalf("a list, watch or patch was sent: %s", q)
-		}
-	}
-}
-
 // publisher is Options for user cfg on namespace ns, recording requests.
-func publisher(t *testing.T, cfg *rest.Config, ns string, v intent.StageVerifier) (Options, *recorder) {
+func publisher(t *testing.T, cfg *rest.Config, ns string, v intent.StageVerifier) (Options, *faults.Recorder) {
 	t.Helper()
-	rec := &recorder{}
-	cfg.Wrap(rec.wrap)
+	rec := &faults.Recorder{}
+	cfg.Wrap(rec.Wrap)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return Options{ConfigMaps: cs.CoreV1().ConfigMaps(ns), Namespaces: cs.CoreV1().Namespaces(), Review: access.NewReview(access.NewReviewer(cs)),
 		Verifier: v, Hint: "`kubectl ql3 package rbac` prints the least privilege", Settle: "`kubectl ql3 package inspect`", Say: t.Logf}, rec
-}
-
-func clusterIdentity(t *testing.T) string {
-	t.Helper()
-	ks, err := cp.Clientset().CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return canon.ClusterIdentity(string(ks.UID))
 }
 
 // lock is the digest of a named lock (computed, never typed).
@@ -113,7 +64,7 @@ func lock(name string) string { return canon.DigestBytes("test-lock", []byte(nam
 func mk(t *testing.T, ns string, gen int64, name, prev string) intent.Intent {
 	t.Helper()
 	in := intent.Intent{
-		Schema: intent.Schema, ClusterIdentity: clusterIdentity(t), Namespace: ns, ProjectID: "demo", PackageID: "weather-tools",
+		Schema: intent.Schema, ClusterIdentity: canon.ClusterIdentity(cp.KubeSystemUID(t)), Namespace: ns, ProjectID: "demo", PackageID: "weather-tools",
 		Generation: gen, LockDigest: lock(name),
 		StageReference:        "registry.example.com/qinglong/packages/demo@" + canon.DigestBytes("test-manifest", []byte(name)),
 		StageReceiptDigest:    canon.DigestBytes("test-receipt", []byte(name)),
@@ -222,7 +173,7 @@ func TestActivateLifecycle(t *testing.T) {
 	if !slices.Equal(writes(t, "pub", ns), []string{"create", "update", "update"}) {
 		t.Fatalf("writes: %v", writes(t, "pub", ns))
 	}
-	rec.noListNoWatch(t)
+	rec.ByName(t, "configmaps", "namespaces")
 }
 
 // A lost create answer is unavailable at once (no guess, no second
@@ -245,7 +196,7 @@ func TestLostCreateSettledByInspect(t *testing.T) {
 	if w := writes(t, "lost", ns); !slices.Equal(w, []string{"create"}) {
 		t.Fatalf("writes %v: want exactly one create", w)
 	}
-	rec.noListNoWatch(t)
+	rec.ByName(t, "configmaps", "namespaces")
 }
 
 // Two candidates read the same resourceVersion: exactly one wins, the
@@ -433,7 +384,7 @@ func TestRaceOneWinnerPerGeneration(t *testing.T) {
 				})
 			}
 			o, rec := publisher(t, cfg, ns, &stage{})
-			t.Cleanup(func() { rec.noListNoWatch(t) })
+			t.Cleanup(func() { rec.ByName(t, "configmaps", "namespaces") })
 			outs[i] = outcome{in: mk(t, ns, gen, fmt.Sprintf("g%d-r%d", gen, i), prev), o: o}
 			wg.Add(1)
 			go func() {
