@@ -24,13 +24,18 @@ import (
 // fakeCluster holds objects in memory: an apply stores the object with a
 // UID (and generation 1 when it has a spec); reads count requests and show
 // every Deployment as not yet observed by its controller until readyAt.
+// With holdLeaves, the apply of a leaf object (neither a Namespace nor a
+// Deployment) waits until an applied object was read back: the test then
+// knows the convergence read ran during the apply, without timing it.
 // The Cluster interface is embedded only to satisfy it: the apply and the
 // convergence read use Apply, Get and ListPage alone.
 type fakeCluster struct {
 	Cluster
 	readyAt     time.Time
 	allowList   bool
-	applyDelay  time.Duration
+	holdLeaves  bool
+	readBack    chan struct{} // closed at the first read that finds an object
+	readOnce    sync.Once
 	mu          sync.Mutex
 	objs        map[inventory.Identity]*unstructured.Unstructured
 	applyOrder  []inventory.Identity
@@ -38,17 +43,25 @@ type fakeCluster struct {
 }
 
 func newFakeCluster(readyAt time.Time, allowList bool) *fakeCluster {
-	return &fakeCluster{readyAt: readyAt, allowList: allowList, objs: map[inventory.Identity]*unstructured.Unstructured{}}
+	return &fakeCluster{readyAt: readyAt, allowList: allowList, readBack: make(chan struct{}), objs: map[inventory.Identity]*unstructured.Unstructured{}}
 }
 
-func (c *fakeCluster) Apply(_ context.Context, obj *unstructured.Unstructured, _ string, _, dryRun bool) (*unstructured.Unstructured, error) {
+func (c *fakeCluster) Apply(ctx context.Context, obj *unstructured.Unstructured, _ string, _, dryRun bool) (*unstructured.Unstructured, error) {
 	if dryRun {
 		return nil, errors.New("no dry-run here")
 	}
 	c.mu.Lock()
 	c.applyOrder = append(c.applyOrder, identityOf(obj)) // the order requests are sent
 	c.mu.Unlock()
-	time.Sleep(c.applyDelay)
+	if k := obj.GetKind(); c.holdLeaves && k != "Namespace" && k != "Deployment" {
+		select {
+		case <-c.readBack:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(30 * time.Second):
+			return nil, fmt.Errorf("apply of %s held 30s: no applied object was read back while the apply went on", identityOf(obj))
+		}
+	}
 	u := obj.DeepCopy()
 	u.SetUID(types.UID("uid-" + u.GetKind() + "-" + u.GetName()))
 	if _, ok := u.Object["spec"]; ok {
@@ -85,6 +98,7 @@ func (c *fakeCluster) Get(_ context.Context, id inventory.Identity) (*unstructur
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: strings.ToLower(id.Kind) + "s"}, id.Name)
 	}
+	c.readOnce.Do(func() { close(c.readBack) })
 	return c.observed(u), nil
 }
 
@@ -99,6 +113,7 @@ func (c *fakeCluster) ListPage(_ context.Context, gvk schema.GroupVersionKind, n
 	for id, u := range c.objs {
 		if id.Kind == gvk.Kind && id.Namespace == ns && u.GroupVersionKind() == gvk {
 			list.Items = append(list.Items, *c.observed(u))
+			c.readOnce.Do(func() { close(c.readBack) })
 		}
 	}
 	return list, nil
@@ -208,7 +223,7 @@ func TestApplyAllPipelinesConvergence(t *testing.T) {
 			objs := mixObjects(40, 6)
 			sortObjs(objs)
 			c := newFakeCluster(time.Now().Add(300*time.Millisecond), allowList)
-			c.applyDelay = 5 * time.Millisecond // one at a time: the apply takes about 240 ms
+			c.holdLeaves = true // the ConfigMaps wait for the first object read back
 			o := &Options{Cluster: c, Parallelism: 1, Timeout: time.Minute, Progress: io.Discard}
 			applied, err := o.applyAll(context.Background(), objs, "m", false, &Head{Generation: 1})
 			if err != nil {
