@@ -69,6 +69,35 @@ func String(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
+// Reader reads the members of one format's objects, its errors made in
+// the format's own words: Invalid makes every error (the format's class
+// and prefix), NotString ends the message of a member that is not a
+// string ("is not a JSON string"). The texts are pinned by the formats'
+// test vectors, so each format keeps its own.
+type Reader struct {
+	Invalid   func(format string, args ...any) error
+	NotString string
+}
+
+// Object is Object, its error made by r.Invalid and prefixed with what.
+func (r Reader) Object(what string, data []byte, want []string) (map[string]json.RawMessage, error) {
+	m, err := Object(data, want)
+	if err != nil {
+		return nil, r.Invalid("%s: %v", what, err)
+	}
+	return m, nil
+}
+
+// String is the JSON string member name (not null, not a number); else an
+// error naming it and quoting its value, clipped (Clip).
+func (r Reader) String(name string, raw json.RawMessage) (string, error) {
+	v, ok := String(raw)
+	if !ok {
+		return "", r.Invalid("%s: %s %s", name, Clip(string(raw)), r.NotString)
+	}
+	return v, nil
+}
+
 // Clip shortens a value quoted in an error to 80 bytes.
 func Clip[T ~string | ~[]byte](v T) string {
 	s := string(v)

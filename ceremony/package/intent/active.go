@@ -94,21 +94,21 @@ func ParseActive(data []byte) (*Active, error) {
 	if len(data) > MaxActiveBytes {
 		return nil, invalidf("active.json: %d bytes, at most %d are allowed", len(data), MaxActiveBytes)
 	}
-	top, err := object("active.json", data, activeMembers)
+	top, err := strict.Object("active.json", data, activeMembers)
 	if err != nil {
 		return nil, err
 	}
 	a := &Active{}
-	if a.Schema, err = str("active.json: schema", top["schema"]); err != nil {
+	if a.Schema, err = strict.String("active.json: schema", top["schema"]); err != nil {
 		return nil, err
 	}
-	if a.ClusterIdentity, err = str("active.json: clusterIdentity", top["clusterIdentity"]); err != nil {
+	if a.ClusterIdentity, err = strict.String("active.json: clusterIdentity", top["clusterIdentity"]); err != nil {
 		return nil, err
 	}
 	if a.Intent, err = parseIntent("active.json: intent", top["intent"]); err != nil {
 		return nil, err
 	}
-	rm, err := object("active.json: receipt", top["receipt"], receiptMembers)
+	rm, err := strict.Object("active.json: receipt", top["receipt"], receiptMembers)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func ParseActive(data []byte) (*Active, error) {
 		name string
 		dst  *string
 	}{{"schema", &a.Receipt.Schema}, {"intentDigest", &a.Receipt.IntentDigest}, {"targetDigest", &a.Receipt.TargetDigest}, {"activatedAt", &a.Receipt.ActivatedAt}} {
-		if *f.dst, err = str("active.json: receipt."+f.name, rm[f.name]); err != nil {
+		if *f.dst, err = strict.String("active.json: receipt."+f.name, rm[f.name]); err != nil {
 			return nil, err
 		}
 	}

@@ -24,7 +24,7 @@ func Parse(data []byte) (Intent, error) {
 }
 
 func parseIntent(what string, data []byte) (Intent, error) {
-	m, err := object(what, data, members)
+	m, err := strict.Object(what, data, members)
 	if err != nil {
 		return Intent{}, err
 	}
@@ -38,7 +38,7 @@ func parseIntent(what string, data []byte) (Intent, error) {
 		{"stageReference", &in.StageReference}, {"stageReceiptDigest", &in.StageReceiptDigest},
 		{"adapterEvidenceDigest", &in.AdapterEvidenceDigest}, {"contentDigest", &in.ContentDigest},
 	} {
-		if *f.dst, err = str(f.name, m[f.name]); err != nil {
+		if *f.dst, err = strict.String(f.name, m[f.name]); err != nil {
 			return Intent{}, err
 		}
 	}
@@ -46,7 +46,7 @@ func parseIntent(what string, data []byte) (Intent, error) {
 		return Intent{}, err
 	}
 	if raw := m["previousLockDigest"]; !bytes.Equal(raw, []byte("null")) {
-		p, err := str("previousLockDigest", raw)
+		p, err := strict.String("previousLockDigest", raw)
 		if err != nil {
 			return Intent{}, invalidf("previousLockDigest: write a digest string or null")
 		}
@@ -55,24 +55,9 @@ func parseIntent(what string, data []byte) (Intent, error) {
 	return Normalize(in)
 }
 
-// object decodes data as one JSON object whose member names are exactly
-// want (strictjson.Object), its errors invalid input naming what.
-func object(what string, data []byte, want []string) (map[string]json.RawMessage, error) {
-	m, err := strictjson.Object(data, want)
-	if err != nil {
-		return nil, invalidf("%s: %v", what, err)
-	}
-	return m, nil
-}
-
-// str is a JSON string member (not null, not a number).
-func str(name string, raw json.RawMessage) (string, error) {
-	v, ok := strictjson.String(raw)
-	if !ok {
-		return "", invalidf("%s: %s is not a JSON string", name, strictjson.Clip(string(raw)))
-	}
-	return v, nil
-}
+// strict reads the members with this format's error texts (pinned by its
+// test vectors).
+var strict = strictjson.Reader{Invalid: invalidf, NotString: "is not a JSON string"}
 
 // integer is a positive integer member in plain decimal digits, at most
 // MaxGeneration.

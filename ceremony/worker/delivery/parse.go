@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"bytes"
-	"encoding/json"
 	"unicode/utf8"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -35,7 +34,7 @@ func Parse(data []byte) (*Delivery, error) {
 		}
 		yamlGen = yamlScalar(data, "deploymentGeneration")
 	}
-	m, err := object("the file", js, members)
+	m, err := strict.Object("the file", js, members)
 	if err != nil {
 		return nil, err
 	}
@@ -52,12 +51,12 @@ func Parse(data []byte) (*Delivery, error) {
 		name string
 		dst  *string
 	}{{"schema", &d.Schema}, {"deliveryId", &d.DeliveryID}, {"credentialId", &d.CredentialID}} {
-		if *f.dst, err = str(f.name, m[f.name]); err != nil {
+		if *f.dst, err = strict.String(f.name, m[f.name]); err != nil {
 			return nil, err
 		}
 	}
 	if raw := m["predecessorCredentialId"]; !bytes.Equal(raw, []byte("null")) {
-		p, err := str("predecessorCredentialId", raw)
+		p, err := strict.String("predecessorCredentialId", raw)
 		if err != nil {
 			return nil, invalidf("predecessorCredentialId: write a credential id or null (null only for the first delivery)")
 		}
@@ -67,7 +66,7 @@ func Parse(data []byte) (*Delivery, error) {
 	if d.Generation, err = ParseGeneration(g); err != nil {
 		return nil, invalidf("deploymentGeneration: %v", err)
 	}
-	tm, err := object("target", m["target"], targetMembers)
+	tm, err := strict.Object("target", m["target"], targetMembers)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +74,7 @@ func Parse(data []byte) (*Delivery, error) {
 		name string
 		dst  *string
 	}{{"clusterIdentity", &d.Target.ClusterIdentity}, {"namespace", &d.Target.Namespace}, {"secret", &d.Target.Secret}, {"key", &d.Target.Key}, {"deployment", &d.Target.Deployment}} {
-		if *f.dst, err = str("target."+f.name, tm[f.name]); err != nil {
+		if *f.dst, err = strict.String("target."+f.name, tm[f.name]); err != nil {
 			return nil, err
 		}
 	}
@@ -85,23 +84,9 @@ func Parse(data []byte) (*Delivery, error) {
 	return d, nil
 }
 
-// object decodes data as one JSON object whose member names are exactly
-// want (strictjson.Object), its errors invalid input naming what.
-func object(what string, data []byte, want []string) (map[string]json.RawMessage, error) {
-	m, err := strictjson.Object(data, want)
-	if err != nil {
-		return nil, invalidf("%s: %v", what, err)
-	}
-	return m, nil
-}
-
-func str(name string, raw json.RawMessage) (string, error) {
-	v, ok := strictjson.String(raw)
-	if !ok {
-		return "", invalidf("%s: %s is not a string", name, strictjson.Clip(string(raw)))
-	}
-	return v, nil
-}
+// strict reads the members with this format's error texts (pinned by its
+// test vectors).
+var strict = strictjson.Reader{Invalid: invalidf, NotString: "is not a string"}
 
 // yamlScalar is the source text of the plain (unquoted) scalar that key
 // maps to at the top level of a YAML document, or "" when there is none
