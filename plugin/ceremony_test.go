@@ -350,18 +350,12 @@ func TestLeastPrivilege(t *testing.T) {
 	v300 := releaseCopy(t, "v3.0.0", ns, "")
 	v310 := releaseCopy(t, "v3.1.0", ns, "")
 	work := t.TempDir()
-	kubectl := filepath.Join(cp.BinDir, "kubectl")
 	grant := func(dir, user string, drop func(yaml string) string) {
 		rbac := mustRun(t, nil, "rbac", dir, "--bind-user", user)
 		if drop != nil {
 			rbac = drop(rbac)
 		}
-		cmd := exec.Command(kubectl, "apply", "-f", "-")
-		cmd.Stdin = strings.NewReader(rbac)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("kubectl apply rbac: %v\n%s\n%s", err, out, rbac)
-		}
+		cp.KubectlApply(t, rbac)
 	}
 	deployer := "deployer-" + ns
 	grant(v300, deployer, nil)

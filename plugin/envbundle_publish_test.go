@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle"
@@ -101,21 +100,7 @@ func TestEnvBundlePublishCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Items) != 2 || !strings.Contains(out, "cannot be limited by name") {
 		t.Fatalf("rbac -o json: %v\n%s", err, out)
 	}
-	var role rbacv1.Role
-	var binding rbacv1.RoleBinding
-	if err := json.Unmarshal(list.Items[0], &role); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(list.Items[1], &binding); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := cp.Clientset().RbacV1().Roles(ns).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cp.Clientset().RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp.KubectlApply(t, out)
 	kc, err := cp.Kubeconfig("envpub")
 	if err != nil {
 		t.Fatal(err)

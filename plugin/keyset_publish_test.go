@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/keyset"
@@ -76,22 +75,7 @@ func TestKeysetRBACCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Items) != 2 {
 		t.Fatalf("rbac -o json: %v, %d items\n%s", err, len(list.Items), out)
 	}
-	var role rbacv1.Role
-	var binding rbacv1.RoleBinding
-	if err := json.Unmarshal(list.Items[0], &role); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(list.Items[1], &binding); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	admin := cp.Clientset()
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp.KubectlApply(t, out)
 	kc, err := cp.Kubeconfig("kpub")
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -106,12 +103,7 @@ func TestRBACPrintsCompose(t *testing.T) {
 // test.
 func kubectlApplyAdmin(t *testing.T, manifest string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(manifest)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
-	}
+	cp.KubectlApply(t, manifest)
 	for _, u := range rbacObjects(t, manifest) {
 		rb, name := cp.Clientset().RbacV1(), u.GetName()
 		switch u.GetKind() {

@@ -87,12 +87,7 @@ func TestCLIRetire(t *testing.T) {
 	if plain := mustRun(t, nil, "rbac", v320); strings.Contains(plain, "delete") {
 		t.Fatalf("rbac without --retire-from grants delete:\n%s", plain)
 	}
-	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(rbac)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply rbac: %v\n%s", err, out)
-	}
+	cp.KubectlApply(t, rbac)
 	kc, err := cp.Kubeconfig("retirer-" + ns)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -355,12 +354,7 @@ func TestViewsLeastPrivilege(t *testing.T) {
 	work := t.TempDir()
 	user := "viewer-" + ns
 	rbac := mustRun(t, nil, "rbac", v300, "--bind-user", user)
-	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(rbac)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply rbac: %v\n%s", err, out)
-	}
+	cp.KubectlApply(t, rbac)
 	kc, err := cp.Kubeconfig(user)
 	if err != nil {
 		t.Fatal(err)

@@ -62,12 +62,7 @@ func applyRBACList(t *testing.T, list, drop string) {
 		t.Fatalf("no Role rule grants %q: the test would prove nothing\n%s", drop, list)
 	}
 	data, _ := json.Marshal(l)
-	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), "apply", "-f", "-")
-	cmd.Stdin = bytes.NewReader(data)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply rbac: %v\n%s", err, out)
-	}
+	cp.KubectlApply(t, string(data))
 }
 
 // auditedBy is every completed request of user the API server recorded,
