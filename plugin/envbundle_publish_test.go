@@ -1,11 +1,9 @@
 package plugin_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -21,6 +19,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // ebClusterRun runs the built plugin in dir against the cluster of
@@ -30,17 +29,9 @@ func ebClusterRun(t *testing.T, dir string, env []string, args ...string) (stdou
 	tmp = t.TempDir()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp, "HOME="+tmp, "KUBECONFIG="+cp.AdminKubeconfig), env...)
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code, tmp
+	stdout, stderr, code = testkit.Run(t, cmd)
+	return stdout, stderr, code, tmp
 }
 
 func ebBundle(t *testing.T, entries ...envcarrier.Entry) string {

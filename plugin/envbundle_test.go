@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 	"github.com/qinglong/kubectl-ql3/plugin"
 )
 
@@ -26,17 +27,9 @@ func ebRun(t *testing.T, dir, stdin string, args ...string) (stdout, stderr stri
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "KUBECONFIG="+filepath.Join(tmp, "no-kubeconfig"), "HOME="+tmp)
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code, tmp
+	stdout, stderr, code = testkit.Run(t, cmd)
+	return stdout, stderr, code, tmp
 }
 
 func ebWrite(t *testing.T, dir, name, content string) string {

@@ -3,7 +3,6 @@ package plugin_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,20 +26,12 @@ func runBounded(t *testing.T, limit time.Duration, env []string, args ...string)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig), env...)
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		return out.String(), errb.String(), -1
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run %v: %v", args, err)
+	stdout, stderr, code := testkit.Run(t, cmd)
+	if ctx.Err() != nil {
+		code = -1
 	}
-	return out.String(), errb.String(), 0
+	return stdout, stderr, code
 }
 
 // badKeyFiles writes, in dir, one key file per way a digest key file must

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,32 +19,22 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/workertest"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // wkRun runs bin with stdin and returns stdout, stderr and the exit code.
 func wkRun(t *testing.T, bin string, stdin []byte, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errb
+	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig), env...)
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-		if ee.ExitCode() < 0 {
-			code = -1 // killed by a signal
-		}
-	} else if err != nil {
-		t.Fatalf("run %v: %v", args, err)
-	}
-	for _, s := range []string{out.String(), errb.String()} {
+	stdout, stderr, code := testkit.Run(t, cmd) // code -1: killed by a signal
+	for _, s := range []string{stdout, stderr} {
 		if strings.Contains(s, "CANARY") {
 			t.Fatalf("a token was printed by %v:\n%s", args, s)
 		}
 	}
-	return out.String(), errb.String(), code
+	return stdout, stderr, code
 }
 
 var (

@@ -1,11 +1,15 @@
 // Package testkit holds the small helpers several packages' tests share:
-// a file written with an exact mode, and the worked examples of a doc.
+// a file written with an exact mode, a command run to its exit code, and
+// the worked examples of a doc.
 // Only tests import it (internal/arch: test machinery never ships).
 package testkit
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -22,6 +26,23 @@ func WriteFile(t testing.TB, path string, data []byte, mode os.FileMode) string 
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Run runs cmd and returns what it wrote to stdout and to stderr, and its
+// exit code (-1: killed by a signal); a command that could not be run at
+// all fails t.
+func Run(t testing.TB, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", cmd.Args, err)
+	}
+	return out.String(), errb.String(), code
 }
 
 var exampleRE = regexp.MustCompile("(?s)<!-- example:([a-z0-9-]+) -->\n```[a-z]*\n(.*?)\n```")
