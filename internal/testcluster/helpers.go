@@ -10,8 +10,8 @@ import (
 
 // The helpers below are the ones every real-cluster test package needs:
 // one user per simulated operator and the writes the API server's audit
-// log saw from a user; rbac.go grants what a command prints, less one
-// verb to prove it fails closed.
+// log saw from a user; rbac.go grants what a command prints, lessone.go
+// less one verb to prove it fails closed.
 
 // User is UserConfig for a test: a client configuration for user (with
 // the given groups), failing the test when it cannot be minted.
