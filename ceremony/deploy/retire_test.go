@@ -142,7 +142,7 @@ func TestRetireLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp.GrantAll(t, noDelete)
+	revoke := cp.GrantAll(t, noDelete)
 	cp.WaitGranted(t, carol, noDelete)
 	co := options(t, cluster(t, userConfig(t, carol)), rdir)
 	_, err = deploy.RunPreflight(ctx, co, deploy.PreflightRequest{Dir: v320, Transition: deploy.TransitionRetire, Expected: h2.Expected(), Out: filepath.Join(t.TempDir(), "pf.json")})
@@ -158,7 +158,7 @@ func TestRetireLeastPrivilege(t *testing.T) {
 	}
 
 	// With the printed least privilege (the roles have fixed names: carol's go first).
-	cp.RevokeAll(t, noDelete)
+	revoke()
 	bob := "bob-" + ns
 	objs, err := deploy.RBACRetire(newRel.Objects, retiredObjs, ns, mapper, deploy.RBACSubject{User: bob})
 	if err != nil {

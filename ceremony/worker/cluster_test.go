@@ -417,7 +417,8 @@ func TestLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp.GrantAll(t, objs)
+	revokeRole := cp.GrantAll(t, objs[:1]) // the Role in the Worker's namespace
+	cp.GrantAll(t, objs[1:])
 	cs := cp.Clientset()
 	ctx := context.Background()
 	cfg, err := cp.UserConfig("rotator-rbac")
@@ -462,7 +463,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	// Without the Deployment update permission, nothing is written at all.
 	short := []any{objs[0].(*rbacv1.Role).DeepCopy()}
-	cp.RevokeAll(t, short)
+	revokeRole()
 	if n := testcluster.DropVerb(short, "update", func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "deployments") }); n != 1 {
 		t.Fatalf("%d rules of the printed Role grant update on deployments, want 1", n)
 	}

@@ -15,77 +15,72 @@ import (
 )
 
 // GrantAll creates, as the admin, the roles and bindings an rbac command
-// printed (*rbacv1.Role, RoleBinding, ClusterRole, ClusterRoleBinding);
-// the cluster-scoped ones are deleted when the test ends. A ClusterRole
-// of the name already there (printed ClusterRoles can be shared by name,
-// as the package pointer's) must hold the same rules, and is left.
-func (cp *ControlPlane) GrantAll(t testing.TB, objs []any) {
+// printed (*rbacv1.Role, RoleBinding, ClusterRole, ClusterRoleBinding),
+// and returns revoke, which deletes them again; the cluster-scoped ones
+// are deleted when the test ends in any case. A ClusterRole of the name
+// already there (printed ClusterRoles can be shared by name, as the
+// package pointer's) must hold the same rules, and is left.
+func (cp *ControlPlane) GrantAll(t testing.TB, objs []any) (revoke func()) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, opts := context.Background(), metav1.DeleteOptions{}
 	rb := cp.Clientset().RbacV1()
+	var undo []func() error
 	for _, obj := range objs {
 		var err error
+		var del func() error
 		switch o := obj.(type) {
 		case *rbacv1.Role:
 			_, err = rb.Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			del = func() error { return rb.Roles(o.Namespace).Delete(ctx, o.Name, opts) }
 		case *rbacv1.RoleBinding:
 			_, err = rb.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			del = func() error { return rb.RoleBindings(o.Namespace).Delete(ctx, o.Name, opts) }
 		case *rbacv1.ClusterRole:
-			err = cp.createClusterRole(t, o)
+			del, err = cp.createClusterRole(o)
 		case *rbacv1.ClusterRoleBinding:
 			_, err = rb.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = rb.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{}) })
+			del = func() error { return rb.ClusterRoleBindings().Delete(ctx, o.Name, opts) }
 		default:
 			t.Fatalf("unexpected RBAC object %T", obj)
 		}
 		if err != nil {
 			t.Fatalf("grant %T: %v", obj, err)
 		}
+		if del == nil {
+			continue
+		}
+		if obj.(metav1.Object).GetNamespace() == "" { // cluster-scoped: outlives the test's namespace
+			t.Cleanup(func() { _ = del() })
+		}
+		undo = append(undo, del)
+	}
+	return func() {
+		t.Helper()
+		for _, del := range undo {
+			if err := del(); err != nil {
+				t.Fatalf("revoke: %v", err)
+			}
+		}
 	}
 }
 
-// createClusterRole is GrantAll's create of o.
-func (cp *ControlPlane) createClusterRole(t testing.TB, o *rbacv1.ClusterRole) error {
+// createClusterRole is GrantAll's create of o: del deletes it, nil when
+// an equal one was there already.
+func (cp *ControlPlane) createClusterRole(o *rbacv1.ClusterRole) (del func() error, err error) {
 	ctx := context.Background()
 	c := cp.Clientset().RbacV1().ClusterRoles()
-	_, err := c.Create(ctx, o, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		have, err := c.Get(ctx, o.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !equality.Semantic.DeepEqual(have.Rules, o.Rules) {
-			return fmt.Errorf("ClusterRole %s exists with rules %+v, not the printed %+v", o.Name, have.Rules, o.Rules)
-		}
-		return nil
+	_, err = c.Create(ctx, o, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return func() error { return c.Delete(ctx, o.Name, metav1.DeleteOptions{}) }, err
 	}
-	if err == nil {
-		t.Cleanup(func() { _ = c.Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
+	have, err := c.Get(ctx, o.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
 	}
-	return err
-}
-
-// RevokeAll deletes what GrantAll created.
-func (cp *ControlPlane) RevokeAll(t testing.TB, objs []any) {
-	t.Helper()
-	ctx := context.Background()
-	rb := cp.Clientset().RbacV1()
-	for _, obj := range objs {
-		var err error
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			err = rb.Roles(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
-		case *rbacv1.RoleBinding:
-			err = rb.RoleBindings(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
-		case *rbacv1.ClusterRole:
-			err = rb.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			err = rb.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
-		}
-		if err != nil {
-			t.Fatalf("revoke %T: %v", obj, err)
-		}
+	if !equality.Semantic.DeepEqual(have.Rules, o.Rules) {
+		return nil, fmt.Errorf("ClusterRole %s exists with rules %+v, not the printed %+v", o.Name, have.Rules, o.Rules)
 	}
+	return nil, nil
 }
 
 // WaitGranted waits until the RBAC authorizer allows user every rule of
