@@ -34,6 +34,7 @@ type fakeCluster struct {
 	readyAt     time.Time
 	allowList   bool
 	holdLeaves  bool
+	holdEnd     time.Time     // when every held apply gives up: one deadline for them all
 	readBack    chan struct{} // closed at the first read that finds an object
 	readOnce    sync.Once
 	mu          sync.Mutex
@@ -43,7 +44,7 @@ type fakeCluster struct {
 }
 
 func newFakeCluster(readyAt time.Time, allowList bool) *fakeCluster {
-	return &fakeCluster{readyAt: readyAt, allowList: allowList, readBack: make(chan struct{}), objs: map[inventory.Identity]*unstructured.Unstructured{}}
+	return &fakeCluster{readyAt: readyAt, allowList: allowList, readBack: make(chan struct{}), holdEnd: time.Now().Add(30 * time.Second), objs: map[inventory.Identity]*unstructured.Unstructured{}}
 }
 
 func (c *fakeCluster) Apply(ctx context.Context, obj *unstructured.Unstructured, _ string, _, dryRun bool) (*unstructured.Unstructured, error) {
@@ -58,8 +59,8 @@ func (c *fakeCluster) Apply(ctx context.Context, obj *unstructured.Unstructured,
 		case <-c.readBack:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(30 * time.Second):
-			return nil, fmt.Errorf("apply of %s held 30s: no applied object was read back while the apply went on", identityOf(obj))
+		case <-time.After(time.Until(c.holdEnd)):
+			return nil, fmt.Errorf("apply of %s held for 30s: no applied object was read back while the apply went on", identityOf(obj))
 		}
 	}
 	u := obj.DeepCopy()
