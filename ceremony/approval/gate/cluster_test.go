@@ -38,10 +38,10 @@ func pending(proposer string) record.Approval {
 func editor(t *testing.T, ns, user string) kubernetes.Interface {
 	t.Helper()
 	name := "edit-" + strings.NewReplacer(":", "-").Replace(user)
-	cp.Grant(t, ns, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name},
+	cp.GrantAll(t, []any{&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "create", "update", "patch", "delete"}, APIGroups: []string{""}, Resources: []string{"configmaps"}}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, "")
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}})
 	cs, err := kubernetes.NewForConfig(cp.User(t, user))
 	if err != nil {
 		t.Fatal(err)
