@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -23,6 +22,8 @@ import (
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // whoami is the user the API server authenticated cfg as (SelfSubjectReview).
@@ -189,16 +190,7 @@ func runPlugin(t *testing.T, command string, args []string, env string) (stdout,
 	t.Helper()
 	cmd := exec.Command(command, args...)
 	cmd.Env = append(cleanEnv(), env)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return testkit.Run(t, cmd)
 }
 
 func tokenClaims(t *testing.T, jwt string) idClaims {
