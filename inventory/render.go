@@ -109,11 +109,15 @@ func Render(fsys filesys.FileSystem, dir string, opts Options) (*Release, error)
 	if err != nil {
 		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
 	}
-	r, secrets, err := check(dir, objs, rec.files, opts)
+	files, err := rec.files()
+	if err != nil {
+		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
+	}
+	r, secrets, err := check(dir, objs, files, opts)
 	if err != nil {
 		return nil, err
 	}
-	if r.Sources, err = sourceFiles(rec.files, secrets, opts.SecretDigestKey); err != nil {
+	if r.Sources, err = sourceFiles(files, secrets, opts.SecretDigestKey); err != nil {
 		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
 	}
 	if r.SourceDigest, err = SourceDigest(r.Sources); err != nil {

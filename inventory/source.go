@@ -97,17 +97,98 @@ func sourceFiles(files map[string][]byte, secrets []secretValue, key []byte) ([]
 // are recorded, writes are refused, and each kustomization read is checked
 // for references that would leave the file system (remote bases, URLs,
 // Helm charts) before kustomize acts on it.
+//
+// Files are named by the path the kustomization used, not by where links
+// lead: kustomize resolves every link (CleanedAbs), so a release mounted from
+// a ConfigMap volume (app.yaml -> ..data/app.yaml, ..data -> ..2026_…) would
+// otherwise be read as "..2026_…/app.yaml". The recorder notes each name
+// inside the release that resolves inside the release, and names a file
+// read at a resolved path by the smallest such name of its nearest noted
+// ancestor (docs/lock.md). Kustomize itself still sees resolved paths only,
+// so its root-only load restriction and its cycle detection are unchanged.
 type recorder struct {
 	filesys.FileSystem
 	root string
 
 	mu      sync.Mutex
-	files   map[string][]byte // by path relative to root
+	read    map[string][]byte // by resolved absolute path
+	aliases map[string]string // resolved absolute path -> smallest name used for it
 	refused error
 }
 
 func newRecorder(fsys filesys.FileSystem, root filesys.ConfirmedDir) *recorder {
-	return &recorder{FileSystem: fsys, root: string(root), files: map[string][]byte{}}
+	return &recorder{FileSystem: fsys, root: string(root), read: map[string][]byte{}, aliases: map[string]string{}}
+}
+
+// CleanedAbs resolves p as the wrapped file system does, and notes the name
+// p under its resolution when both lie in the release directory.
+func (r *recorder) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
+	d, f, err := r.FileSystem.CleanedAbs(p)
+	if err != nil {
+		return d, f, err
+	}
+	abs, aerr := filepath.Abs(p)
+	if aerr != nil {
+		return d, f, nil
+	}
+	resolved := string(d)
+	if f != "" {
+		resolved = d.Join(f)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Kustomize joins the names in a kustomization to its directory as it
+	// resolved it: name that directory as the kustomization's referrer did.
+	name := r.lexical(abs)
+	if inside(r.root, name) && inside(r.root, resolved) {
+		if prev, ok := r.aliases[resolved]; !ok || name < prev {
+			r.aliases[resolved] = name
+		}
+	}
+	return d, f, nil
+}
+
+// inside reports whether p is root or lies below it, lexically.
+func inside(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// lexical names the absolute path p as the kustomization did: the noted
+// name of p's nearest noted ancestor (or of p itself) with the rest of p
+// appended; p itself when none is noted. Callers hold r.mu.
+func (r *recorder) lexical(p string) string {
+	for dir, rest := p, ""; ; {
+		if alias, ok := r.aliases[dir]; ok {
+			return filepath.Join(alias, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}
+
+// name is the source path of the file read at p, relative to the release
+// directory. Callers hold r.mu.
+func (r *recorder) name(p string) string { return relPath(r.root, r.lexical(p)) }
+
+// files are the files read, by source path. Two files under one name mean
+// the tree changed while rendering.
+func (r *recorder) files() (map[string][]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string][]byte, len(r.read))
+	for p, data := range r.read {
+		n := r.name(p)
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("file %q changed while rendering", n)
+		}
+		out[n] = data
+	}
+	return out, nil
 }
 
 func (r *recorder) refuse(err error) error {
@@ -124,10 +205,11 @@ func (r *recorder) ReadFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rel := relPath(r.root, filepath.Clean(p))
+	abs := filepath.Clean(p)
 	r.mu.Lock()
-	prev, seen := r.files[rel]
-	r.files[rel] = data
+	rel := r.name(abs)
+	prev, seen := r.read[abs]
+	r.read[abs] = data
 	r.mu.Unlock()
 	if seen && !bytes.Equal(prev, data) {
 		return nil, r.refuse(fmt.Errorf("file %q changed while rendering", rel))
