@@ -2,9 +2,9 @@
 // §2d): the release's own container image, built by goreleaser from
 // .goreleaser.yaml and imported into the node's containerd, runs preflight
 // and apply as a Kubernetes Job under a ServiceAccount bound to exactly
-// what `kubectl ql3 rbac` prints, the release mounted from a ConfigMap; the
-// receipt it writes passes `kubectl ql3 receipt audit` offline. The Job is
-// README's ("Running the ceremony from CI or as a Job"), read from it.
+// what `kubectl ql3 rbac` prints, the release mounted from a ConfigMap as a
+// directory (the kubelet's links, no subPath); the receipt it writes passes
+// `kubectl ql3 receipt audit` offline. The Job is README's ("Running the ceremony from CI or as a Job"), read from it.
 package nodetest
 
 import (
@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,7 @@ func runJob(t *testing.T, rel release, ci, dir string) (string, *corev1.Pod) {
 	if err := yaml.UnmarshalStrict([]byte(readmeJob(t)), &job); err != nil {
 		t.Fatalf("README's Job: %v", err)
 	}
+	mountsReleaseDir(t, &job)
 	receipts := receiptsVolume(t)
 	u, err := url.Parse(cp.URL)
 	if err != nil {
@@ -280,6 +282,26 @@ func runJob(t *testing.T, rel release, ci, dir string) (string, *corev1.Pod) {
 	}
 	t.Logf("Job pod %s after %s", pod.Status.Phase, time.Since(start).Round(time.Millisecond))
 	return receipts, pod
+}
+
+// mountsReleaseDir checks that README's Job mounts the release ConfigMap
+// as one directory, in both containers, not file by file with subPath: the
+// Job then reads the kubelet's layout of links (app.yaml -> ..data/app.yaml,
+// ..data -> ..<timestamp>), which preflight must accept against the lock.
+func mountsReleaseDir(t *testing.T, job *batchv1.Job) {
+	t.Helper()
+	spec := &job.Spec.Template.Spec
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		var release []corev1.VolumeMount
+		for _, m := range c.VolumeMounts {
+			if m.Name == "release" {
+				release = append(release, m)
+			}
+		}
+		if len(release) != 1 || release[0].MountPath != "/release" || release[0].SubPath != "" {
+			t.Fatalf("README's Job: container %s mounts the release as %+v, want one directory mount at /release without subPath", c.Name, release)
+		}
+	}
 }
 
 // receiptsVolume is a directory the image's user 65532 owns, on a path it
