@@ -44,6 +44,18 @@ func symlink(t *testing.T, target, link string) {
 	}
 }
 
+// wantSourcePaths checks the release's source paths, space-separated.
+func wantSourcePaths(t *testing.T, r *Release, want string) {
+	t.Helper()
+	var paths []string
+	for _, f := range r.Sources {
+		paths = append(paths, f.Path)
+	}
+	if got := strings.Join(paths, " "); got != want {
+		t.Errorf("source paths %q, want %q", got, want)
+	}
+}
+
 // configMapVolume lays files out in dir as the kubelet mounts a ConfigMap
 // volume: the data in a timestamped directory, "..data" linking to it, and
 // each top-level entry (file or directory of nested items) a link through
@@ -94,14 +106,7 @@ func TestLoadReleaseFromConfigMapVolume(t *testing.T) {
 		t.Errorf("digests from the volume (source %s, render %s), want the plain directory's (%s, %s)",
 			got.SourceDigest, got.RenderDigest, r.SourceDigest, r.RenderDigest)
 	}
-	var paths []string
-	for _, f := range got.Sources {
-		paths = append(paths, f.Path)
-	}
-	want := "base/app.yaml base/kustomization.yaml kustomization.yaml namespace.yaml"
-	if strings.Join(paths, " ") != want {
-		t.Errorf("source paths %q, want %q", paths, want)
-	}
+	wantSourcePaths(t, got, "base/app.yaml base/kustomization.yaml kustomization.yaml namespace.yaml")
 }
 
 // A link leading out of the release is resolved, as before: kustomize's
@@ -135,4 +140,20 @@ func TestRenderRefusesDirectoryLinkCycle(t *testing.T) {
 		t.Errorf("refusing the cycle took %s, want under 10s", took)
 	}
 	wantInvalid(t, err, "cycle detected")
+}
+
+// One file reached by two names inside the release is listed once, under
+// the bytewise-smallest name.
+func TestRenderNamesFileByItsSmallestName(t *testing.T) {
+	files := linkedRelease()
+	files["kustomization.yaml"] += "configMapGenerator:\n- name: twice\n  files:\n  - n=namespace.yaml\n  - a=a.yaml\n"
+	dir := t.TempDir()
+	writeTree(t, dir, files)
+	symlink(t, "namespace.yaml", filepath.Join(dir, "a.yaml"))
+	r, err := Render(filesys.MakeFsOnDisk(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// namespace.yaml is read first (resources come before generators).
+	wantSourcePaths(t, r, "a.yaml base/app.yaml base/kustomization.yaml kustomization.yaml")
 }
