@@ -46,6 +46,12 @@ type Result struct {
 	// Settled: an answer was lost (or a 409) and reading back showed the
 	// object held exactly this delivery.
 	Settled bool `json:"settled,omitempty"`
+	// Rollout is RolloutNotWaited or RolloutAvailable (what was verified
+	// of the Worker's rollout); ReplicaSet and Pod name the new
+	// ReplicaSet and its Available pod when it is RolloutAvailable.
+	Rollout    string `json:"rollout"`
+	ReplicaSet string `json:"replicaSet,omitempty"`
+	Pod        string `json:"pod,omitempty"`
 }
 
 // CheckDeployment validates the Worker Deployment for d (ADR-0239 §2
@@ -126,7 +132,10 @@ func Stamped(dep *appsv1.Deployment, want delivery.Stamp) *appsv1.Deployment {
 // token: conflict; then update the Deployment carrying the resourceVersion
 // of its read, only the five annotations added. Every lost answer or 409
 // is settled by reading back: success only when the object holds exactly
-// this delivery.
+// this delivery. With o.Wait, it then waits (GET and LIST polling, never a
+// watch) until the new credential's pod is Available and no pod of an
+// older ReplicaSet is left; a wait that times out returns the result with
+// an unavailable error (exit 4) saying what was and was not verified.
 func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, error) {
 	dn := d.Target.Deployment
 	dep, tok, err := o.readTarget(ctx, d)
@@ -152,20 +161,26 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	// 3. Permission for both writes before the first one.
-	if err := access.Require(ctx, o.Review, []access.Access{
+	// 3. Permission for both writes (and the reads of the wait) before
+	// the first write.
+	needs := []access.Access{
 		{Verb: "update", Group: "apps", Resource: "deployments", Namespace: o.Namespace, Name: dn},
 		{Verb: "update", Resource: "secrets", Namespace: o.Namespace, Name: delivery.SecretName},
 		{Verb: "create", Resource: "secrets", Namespace: o.Namespace},
-	}, o.Hint); err != nil {
+	}
+	if o.Wait > 0 {
+		needs = append(needs, waitNeeds(o.Namespace)...)
+	}
+	if err := access.Require(ctx, o.Review, needs, o.Hint); err != nil {
 		return nil, err
 	}
+	res.Rollout = RolloutNotWaited
 	replayed, err := o.publishSecret(ctx, d, dep, tok, verdict, target, res)
 	if err != nil {
 		return nil, err
 	}
 	if replayed {
-		return res, nil
+		return res, o.maybeWait(ctx, d, dn, want, res)
 	}
 	if o.Crash != nil {
 		o.Crash(CrashAfterSecret)
@@ -181,8 +196,17 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 	if err := o.verify(ctx, d, dn, tok, want); err != nil {
 		return nil, err
 	}
-	o.Say.Printf("%s: rolled to credential %q (generation %d)", o.deploymentWhat(dn), d.CredentialID, d.Generation)
-	return res, nil
+	o.Say.Printf("%s: carries credential %q (generation %d) and %s holds its token: written and read back; the rollout has started", o.deploymentWhat(dn), d.CredentialID, d.Generation, o.secretWhat())
+	return res, o.maybeWait(ctx, d, dn, want, res)
+}
+
+// maybeWait waits for the rollout of want when o.Wait is set; the result
+// is returned with the error so that a caller can still print it.
+func (o *Options) maybeWait(ctx context.Context, d *delivery.Delivery, dn string, want delivery.Stamp, res *Result) error {
+	if o.Wait <= 0 {
+		return nil
+	}
+	return o.waitRollout(ctx, d, dn, want, res)
 }
 
 // readTarget checks the stage namespace, the key, the permission of the

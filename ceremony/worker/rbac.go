@@ -29,7 +29,7 @@ const AnnotationNote = access.NoteAnnotation
 
 // Notes printed on the Roles.
 const (
-	CreateNote = "create on secrets cannot be limited by name (a create has no name in its URL): the holder can create any Secret in this namespace; get and update are limited to " + delivery.SecretName + ", nothing is granted on " + delivery.IdentitySecret + "."
+	CreateNote = "create on secrets cannot be limited by name (a create has no name in its URL): the holder can create any Secret in this namespace; get and update are limited to " + delivery.SecretName + ", nothing is granted on " + delivery.IdentitySecret + ". list on replicasets and pods (for publish --wait, which polls instead of watching) cannot be limited by name either: the holder can read every ReplicaSet's and pod's spec and status in this namespace, not Secrets, logs or exec."
 	StageNote  = "list on secrets cannot be limited by name or label, and a stage's name is chosen per delivery: this namespace must hold stage Secrets only, never the Worker's Secrets (the stage cap counts stages with a list)."
 )
 
@@ -49,13 +49,15 @@ func Needs(ns, stageNS, deployment string) []access.Access {
 		{Verb: "create", Resource: "secrets", Namespace: stageNS},
 		{Verb: "delete", Resource: "secrets", Namespace: stageNS},
 		{Verb: "get", Resource: "namespaces", Name: "kube-system"},
+		{Verb: "list", Group: "apps", Resource: "replicasets", Namespace: ns},
+		{Verb: "list", Resource: "pods", Namespace: ns},
 	}
 }
 
 // RBAC is the least privilege of the worker commands for Deployment
 // deployment in ns with stages in stageNS (docs/worker.md, "worker rbac"):
-// in ns, get/update on the credential Secret and the Deployment by name
-// and create on Secrets; in stageNS, get/list/create/delete on Secrets;
+// in ns, get/update on the credential Secret and the Deployment by name,
+// create on Secrets and list on ReplicaSets and pods (publish --wait); in stageNS, get/list/create/delete on Secrets;
 // cluster-wide, get on the kube-system Namespace (the cluster identity).
 // No patch, watch, Deployment create/delete, pods/exec, and nothing on
 // ql3-worker-identity. stageNS must differ from ns: the stage rules cannot
@@ -72,7 +74,9 @@ func RBAC(ns, stageNS, deployment string, sub Subject) ([]any, error) {
 	role := access.Role(depRole, ns, labels, CreateNote,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}, ResourceNames: []string{delivery.SecretName}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "update"}, ResourceNames: []string{deployment}})
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "update"}, ResourceNames: []string{deployment}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"list"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
 	stage := access.Role(RoleName, stageNS, labels, StageNote,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}})
 	cluster := access.ClusterRole(RoleName, labels, "",

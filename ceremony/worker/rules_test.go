@@ -118,8 +118,12 @@ func TestRBAC(t *testing.T) {
 					t.Fatalf("verb %s in %+v", verb, r)
 				}
 			}
-			if slices.Contains(r.ResourceNames, delivery.IdentitySecret) || slices.Contains(r.Resources, "pods") || slices.Contains(r.Resources, "pods/exec") {
+			if slices.Contains(r.ResourceNames, delivery.IdentitySecret) || slices.ContainsFunc(r.Resources, func(res string) bool { return strings.HasPrefix(res, "pods/") }) {
 				t.Fatalf("rule %+v", r)
+			}
+			// publish --wait polls: list on pods and ReplicaSets, nothing more.
+			if (slices.Contains(r.Resources, "pods") || slices.Contains(r.Resources, "replicasets")) && (len(r.Resources) != 1 || !slices.Equal(r.Verbs, []string{"list"})) {
+				t.Fatalf("pod or ReplicaSet rule %+v: want list only", r)
 			}
 			if slices.Contains(r.Resources, "deployments") && (slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "delete") || len(r.ResourceNames) != 1) {
 				t.Fatalf("deployment rule %+v", r)
@@ -128,7 +132,7 @@ func TestRBAC(t *testing.T) {
 	}
 	role := objs[0].(*rbacv1.Role)
 	for _, r := range role.Rules {
-		if slices.Contains(r.Verbs, "list") || (slices.Contains(r.Verbs, "get") && len(r.ResourceNames) == 0) {
+		if slices.Contains(r.Resources, "secrets") && (slices.Contains(r.Verbs, "list") || (slices.Contains(r.Verbs, "get") && len(r.ResourceNames) == 0)) {
 			t.Fatalf("the Worker namespace's Role can read unnamed Secrets: %+v", r)
 		}
 	}

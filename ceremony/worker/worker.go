@@ -91,6 +91,15 @@ type Options struct {
 	// SettleTimeout bounds the reads that settle a lost answer (cas
 	// default when 0).
 	SettleTimeout time.Duration
+	// Wait, above zero, makes publish wait after its writes (or its
+	// replay), at most that long, until the new credential's pod is
+	// Available and no pod of an older ReplicaSet is left
+	// (docs/worker.md, "worker publish"); zero does not wait.
+	Wait time.Duration
+	// ReplicaSets and Pods list Namespace's ReplicaSets and pods; only
+	// a publish that waits uses them.
+	ReplicaSets Lister[*appsv1.ReplicaSetList]
+	Pods        Lister[*corev1.PodList]
 }
 
 func (o *Options) stageNS() string { return o.StageNamespace }

@@ -181,6 +181,7 @@ func options(t *testing.T, ns, stageNS string) worker.Options {
 	cs := cp.Clientset()
 	return worker.Options{
 		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Deployments: cs.AppsV1().Deployments(ns), DeploymentName: depName,
+		ReplicaSets: cs.AppsV1().ReplicaSets(ns), Pods: cs.CoreV1().Pods(ns),
 		StageNamespace: stageNS, Stages: cs.CoreV1().Secrets(stageNS),
 		ClusterIdentity: func(ctx context.Context) (string, error) {
 			n, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})

@@ -1,0 +1,273 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
+	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// Lister is the List of one namespace's objects of a kind; client-go's
+// cs.AppsV1().ReplicaSets(ns) and cs.CoreV1().Pods(ns) satisfy it.
+type Lister[L any] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+}
+
+// Values of Result.Rollout.
+const (
+	// RolloutNotWaited: the PodTemplate carries the delivery (the
+	// Deployment controller rolls the Worker after it); publish did not
+	// wait to see the new credential's pod.
+	RolloutNotWaited = "not-waited"
+	// RolloutAvailable: publish waited until the ReplicaSet of the
+	// PodTemplate carrying the delivery had its pod Available and no pod
+	// of an older ReplicaSet of the Deployment was left.
+	RolloutAvailable = "available"
+)
+
+// RevisionAnnotation is the Deployment controller's revision, on the
+// Deployment and on each of its ReplicaSets.
+const RevisionAnnotation = "deployment.kubernetes.io/revision"
+
+// pollInterval is the pause between two rounds of reads while waiting.
+const pollInterval = 250 * time.Millisecond
+
+// waitNeeds is what waiting reads in the Worker's namespace: lists (RBAC
+// cannot limit a list by name), never a watch.
+func waitNeeds(ns string) []access.Access {
+	return []access.Access{
+		{Verb: "list", Group: "apps", Resource: "replicasets", Namespace: ns},
+		{Verb: "list", Resource: "pods", Namespace: ns},
+	}
+}
+
+// rollout is one round of reads judged: settled when pending is empty.
+type rollout struct {
+	replicaSet, pod string
+	pending         []string
+}
+
+// waitRollout polls (GET of the Deployment, LIST of its ReplicaSets and
+// pods by its selector; never a watch) until the rollout of want has
+// settled, at most o.Wait. A read error of class unavailable is retried
+// until then; any other (forbidden, the Deployment gone or superseded)
+// ends the wait at once. Timing out is unavailable (exit 4): the message
+// says that both objects hold the delivery and what was not yet so.
+func (o *Options) waitRollout(ctx context.Context, d *delivery.Delivery, dn string, want delivery.Stamp, res *Result) error {
+	start := time.Now()
+	var last string
+	var lastErr error
+	var done *rollout
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, o.Wait, true, func(ctx context.Context) (bool, error) {
+		r, err := o.readRollout(ctx, d, dn, want)
+		if fail.Is(err, fail.Unavailable) {
+			if ctx.Err() == nil { // not the wait's own deadline cutting a read
+				lastErr = err
+			}
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		lastErr = nil
+		if len(r.pending) == 0 {
+			done = r
+			return true, nil
+		}
+		if now := strings.Join(r.pending, "; "); now != last {
+			o.Say.Printf("waiting for the new credential's pod: %s", now)
+			last = now
+		}
+		return false, nil
+	})
+	if done != nil {
+		res.Rollout, res.ReplicaSet, res.Pod = RolloutAvailable, done.replicaSet, done.pod
+		o.Say.Printf("%s: pod %s of ReplicaSet %s (PodTemplate of credential %q) is Available, no pod of an older ReplicaSet is left (waited %s)",
+			o.deploymentWhat(dn), done.pod, done.replicaSet, d.CredentialID, time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	if err != nil && !wait.Interrupted(err) {
+		return err
+	}
+	why := last
+	switch {
+	case lastErr != nil && why != "":
+		why += " (then the reads failed: " + lastErr.Error() + ")"
+	case lastErr != nil:
+		why = "the reads failed: " + lastErr.Error()
+	case why == "":
+		why = "no read was answered"
+	}
+	sel := RoleLabel + "=" + RoleValue
+	return fail.Errorf(fail.Unavailable, "%s carries delivery %q and %s holds its token (both written and read back), but after waiting %s the new credential's pod is not Available: %s; rerun the same publish to wait again (it writes nothing more), and look at the pods: kubectl -n %s get pods -l %s",
+		o.deploymentWhat(dn), d.DeliveryID, o.secretWhat(), o.Wait, why, o.Namespace, sel)
+}
+
+// readRollout reads the Deployment, then its ReplicaSets and pods by its
+// selector, and judges them.
+func (o *Options) readRollout(ctx context.Context, d *delivery.Delivery, dn string, want delivery.Stamp) (*rollout, error) {
+	what := o.deploymentWhat(dn)
+	dep, present, err := cas.Read(ctx, o.Deployments, dn, what)
+	if err != nil {
+		return nil, err
+	}
+	if !present {
+		return nil, fail.Errorf(fail.Conflict, "%s was deleted while waiting for delivery %q to roll out", what, d.DeliveryID)
+	}
+	if !delivery.Carries(dep.Spec.Template.Annotations, want) {
+		return nil, fail.Errorf(fail.Conflict, "%s no longer carries delivery %q while waiting for its rollout (it now carries delivery %q, credential %q): another publish superseded it; nothing is left to wait for",
+			what, d.DeliveryID, dep.Spec.Template.Annotations[delivery.AnnotationDeliveryID], dep.Spec.Template.Annotations[delivery.AnnotationCredentialID])
+	}
+	if dep.Status.ObservedGeneration < dep.Generation {
+		return &rollout{pending: []string{fmt.Sprintf("the Deployment controller has not yet observed generation %d (observed %d)", dep.Generation, dep.Status.ObservedGeneration)}}, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil {
+		return nil, fail.Errorf(fail.Invalid, "%s: spec.selector: %v", what, err)
+	}
+	opts := metav1.ListOptions{LabelSelector: sel.String()}
+	rss, err := o.ReplicaSets.List(ctx, opts)
+	if err != nil {
+		return nil, cas.Classify(cas.OpRead, "list the ReplicaSets of "+what, err)
+	}
+	pods, err := o.Pods.List(ctx, opts)
+	if err != nil {
+		return nil, cas.Classify(cas.OpRead, "list the pods of "+what, err)
+	}
+	return judgeRollout(dep, rss.Items, pods.Items, want), nil
+}
+
+// judgeRollout judges one round of reads of a Deployment that carries
+// want and whose controller has observed its generation. The new
+// ReplicaSet is the one the Deployment controls whose revision is the
+// Deployment's and whose PodTemplate carries want; the rollout is settled
+// when that ReplicaSet wants and has the Deployment's replicas Available
+// (its controller's count, its generation observed), each of its pods not
+// being deleted is Ready, the Deployment's status counts them updated and
+// available, and no pod of any other ReplicaSet it controls exists at all,
+// terminating or not. Otherwise pending says what is not yet so, with
+// each pod's phase and its containers' waiting reasons.
+func judgeRollout(dep *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1.Pod, want delivery.Stamp) *rollout {
+	r := &rollout{}
+	replicas := int32(1)
+	if dep.Spec.Replicas != nil {
+		replicas = *dep.Spec.Replicas
+	}
+	owned := map[types.UID]string{}
+	var newRS *appsv1.ReplicaSet
+	for i := range rss {
+		rs := &rss[i]
+		if c := metav1.GetControllerOf(rs); c == nil || c.UID != dep.UID {
+			continue
+		}
+		owned[rs.UID] = rs.Name
+		if rs.Annotations[RevisionAnnotation] == dep.Annotations[RevisionAnnotation] && delivery.Carries(rs.Spec.Template.Annotations, want) {
+			newRS = rs
+		}
+	}
+	if newRS == nil {
+		r.pending = append(r.pending, "the Deployment controller has not yet made the ReplicaSet of this PodTemplate (it first waits for the old pod to go)")
+	}
+	ready := int32(0)
+	for i := range pods {
+		p := &pods[i]
+		c := metav1.GetControllerOf(p)
+		if c == nil || owned[c.UID] == "" {
+			continue
+		}
+		switch {
+		case newRS == nil || c.UID != newRS.UID:
+			r.pending = append(r.pending, fmt.Sprintf("pod %s of the older ReplicaSet %s still exists (%s)", p.Name, owned[c.UID], podState(p)))
+		case p.DeletionTimestamp == nil && podReady(p):
+			ready++
+			r.pod = p.Name
+		case p.DeletionTimestamp == nil:
+			r.pending = append(r.pending, fmt.Sprintf("pod %s: %s", p.Name, podState(p)))
+		}
+	}
+	if newRS == nil {
+		return r
+	}
+	r.replicaSet = newRS.Name
+	st := newRS.Status
+	if newRS.Spec.Replicas == nil || *newRS.Spec.Replicas != replicas || st.ObservedGeneration < newRS.Generation || st.AvailableReplicas < replicas || ready < replicas {
+		r.pending = append(r.pending, fmt.Sprintf("ReplicaSet %s: %d of %d pods Ready, %d Available by its controller", newRS.Name, ready, replicas, st.AvailableReplicas))
+	}
+	if ds := dep.Status; ds.UpdatedReplicas != replicas || ds.AvailableReplicas != replicas || ds.Replicas != replicas {
+		r.pending = append(r.pending, fmt.Sprintf("the Deployment's status counts %d updated, %d available, %d in all of %d", ds.UpdatedReplicas, ds.AvailableReplicas, ds.Replicas, replicas))
+	}
+	return r
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podState says where a pod is: its phase, terminating, unscheduled with
+// the scheduler's reason, and each container waiting (reason: message)
+// or terminated with an error.
+func podState(p *corev1.Pod) string {
+	phase := string(p.Status.Phase)
+	if phase == "" {
+		phase = "no phase reported yet"
+	}
+	parts := []string{phase}
+	if p.DeletionTimestamp != nil {
+		parts = append(parts, "terminating")
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+			parts = append(parts, "not scheduled: "+reason(c.Reason, c.Message))
+		}
+	}
+	if p.Spec.NodeName == "" && len(parts) == 1 {
+		parts = append(parts, "not yet scheduled")
+	}
+	for _, s := range []struct {
+		kind string
+		sts  []corev1.ContainerStatus
+	}{{"init container", p.Status.InitContainerStatuses}, {"container", p.Status.ContainerStatuses}} {
+		for _, cs := range s.sts {
+			switch st := cs.State; {
+			case st.Waiting != nil:
+				parts = append(parts, fmt.Sprintf("%s %s waiting: %s", s.kind, cs.Name, reason(st.Waiting.Reason, st.Waiting.Message)))
+			case st.Terminated != nil && st.Terminated.ExitCode != 0:
+				parts = append(parts, fmt.Sprintf("%s %s terminated: %s (exit %d)", s.kind, cs.Name, reason(st.Terminated.Reason, st.Terminated.Message), st.Terminated.ExitCode))
+			}
+		}
+	}
+	if len(parts) == 1 && p.Status.Phase == corev1.PodRunning && !podReady(p) {
+		parts = append(parts, "not Ready")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// reason is "Reason (message)", the message cut to 200 bytes.
+func reason(r, msg string) string {
+	if r == "" {
+		r = "no reason given"
+	}
+	if msg == "" {
+		return r
+	}
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	return r + " (" + msg + ")"
+}
