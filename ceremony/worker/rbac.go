@@ -29,7 +29,7 @@ const AnnotationNote = access.NoteAnnotation
 
 // Notes printed on the Roles.
 const (
-	CreateNote = "create on secrets cannot be limited by name (a create has no name in its URL): the holder can create any Secret in this namespace; get and update are limited to " + delivery.SecretName + ", nothing is granted on " + delivery.IdentitySecret + ". list on replicasets and pods (for publish --wait, which polls instead of watching) cannot be limited by name either: the holder can read every ReplicaSet's and pod's spec and status in this namespace, not Secrets, logs or exec."
+	CreateNote = "create on secrets cannot be limited by name (a create has no name in its URL): the holder can create any Secret in this namespace; get and update are limited to " + delivery.SecretName + ", nothing is granted on " + delivery.IdentitySecret + ". list on replicasets and pods (for the wait of publish, which polls with get and list) cannot be limited by name either: the holder can read every ReplicaSet's and pod's spec and status in this namespace, not Secrets, logs or exec."
 	StageNote  = "list on secrets cannot be limited by name or label, and a stage's name is chosen per delivery: this namespace must hold stage Secrets only, never the Worker's Secrets (the stage cap counts stages with a list)."
 )
 

@@ -60,9 +60,10 @@ type rollout struct {
 
 // waitRollout polls (GET of the Deployment, LIST of its ReplicaSets and
 // pods by its selector; never a watch) until the rollout of want has
-// settled, at most o.Wait. A read error of class unavailable is retried
-// until then; any other (forbidden, the Deployment gone or superseded)
-// ends the wait at once. Timing out is unavailable (exit 4): the message
+// settled, at most o.Wait. A read that fails unanswered is retried
+// until then, as is one the wait's own deadline cut; an invalid, conflict
+// or tamper one (forbidden, the Deployment gone or superseded) ends the
+// wait at once. Timing out is unavailable (exit 4): the message
 // says that both objects hold the delivery and what was not yet so.
 func (o *Options) waitRollout(ctx context.Context, d *delivery.Delivery, dn string, want delivery.Stamp, res *Result) error {
 	start := time.Now()
@@ -71,14 +72,14 @@ func (o *Options) waitRollout(ctx context.Context, d *delivery.Delivery, dn stri
 	var done *rollout
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, o.Wait, true, func(ctx context.Context) (bool, error) {
 		r, err := o.readRollout(ctx, d, dn, want)
-		if fail.Is(err, fail.Unavailable) {
-			if ctx.Err() == nil { // not the wait's own deadline cutting a read
-				lastErr = err
-			}
+		switch {
+		case fail.Is(err, fail.Invalid), fail.Is(err, fail.Conflict), fail.Is(err, fail.Tamper):
+			return false, err // waiting cannot grant a permission or undo a successor
+		case err != nil:
+			// No answer, or the wait's own deadline cutting a read (the
+			// client's rate limiter then fails before it): read again.
+			lastErr = err
 			return false, nil
-		}
-		if err != nil {
-			return false, err
 		}
 		lastErr = nil
 		if len(r.pending) == 0 {
@@ -100,11 +101,9 @@ func (o *Options) waitRollout(ctx context.Context, d *delivery.Delivery, dn stri
 	if err != nil && !wait.Interrupted(err) {
 		return err
 	}
-	why := last
+	why := last // what the last answered reads showed
 	switch {
-	case lastErr != nil && why != "":
-		why += " (then the reads failed: " + lastErr.Error() + ")"
-	case lastErr != nil:
+	case why == "" && lastErr != nil:
 		why = "the reads failed: " + lastErr.Error()
 	case why == "":
 		why = "no read was answered"
