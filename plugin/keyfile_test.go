@@ -78,7 +78,7 @@ func TestDigestKeyFileHardening(t *testing.T) {
 			return []string{"render", fixtureDir("v3.0.0"), "--allow-secret-data", "--secret-digest-key-file", key}
 		}},
 		{"--token-digest-key-file", func(key string) []string {
-			return []string{"worker", "publish", "--delivery", d, "--token-digest-key-file", key, "--stage-namespace", stageNS}
+			return []string{"worker", "publish", "--wait=false", "--delivery", d, "--token-digest-key-file", key, "--stage-namespace", stageNS}
 		}},
 	}
 	for _, c := range cmds {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -98,6 +99,7 @@ func (t *workerTarget) options(ns string) (worker.Options, *kubernetes.Clientset
 	}
 	return worker.Options{
 		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Deployments: cs.AppsV1().Deployments(ns),
+		ReplicaSets: cs.AppsV1().ReplicaSets(ns), Pods: cs.CoreV1().Pods(ns),
 		StageNamespace: stageNS, Stages: cs.CoreV1().Secrets(stageNS),
 		ClusterIdentity: func(ctx context.Context) (string, error) {
 			return deploy.ReadClusterIdentity(ctx, deploy.NewIdentityReader(cs))
@@ -228,12 +230,50 @@ beyond). The token is never printed, logged or put in an argument.`,
 type workerPublishOptions struct {
 	target    workerTarget
 	file, key string
+	wait      bool
+	timeout   time.Duration
+}
+
+// defaultPublishTimeout bounds publish's wait for the new credential's pod.
+const defaultPublishTimeout = 5 * time.Minute
+
+// validate checks --wait and --timeout: a wait needs a positive bound,
+// and --timeout without a wait would be silently ignored.
+func (o *workerPublishOptions) validate(timeoutSet bool) error {
+	switch {
+	case o.wait && o.timeout <= 0:
+		return fail.Errorf(fail.Invalid, "--timeout %s: give a positive duration to wait for the new credential's pod (e.g. --timeout 5m), or --wait=false not to wait", o.timeout)
+	case !o.wait && timeoutSet:
+		return fail.Errorf(fail.Invalid, "--timeout bounds the wait, and --wait=false does not wait: drop one of them")
+	}
+	return nil
+}
+
+// printPublish writes a publish result as text, worded by what was
+// verified of the rollout.
+func printPublish(out io.Writer, res *worker.Result) error {
+	settled := ""
+	if res.Settled {
+		settled = " (an answer was lost; settled by reading back)"
+	}
+	fmt.Fprintf(out, "delivery %s: credential %s, generation %d published%s\n", res.DeliveryID, res.CredentialID, res.Generation, settled)
+	fmt.Fprintf(out, "secret/%s: %s; deployment/%s: %s\n", delivery.SecretName, res.Secret, res.Deployment, res.DeploymentAction)
+	switch {
+	case res.Rollout == worker.RolloutAvailable:
+		fmt.Fprintf(out, "rollout: pod %s of ReplicaSet %s (the PodTemplate of credential %s) is Available; no pod of an older ReplicaSet is left\n", res.Pod, res.ReplicaSet, res.CredentialID)
+	case res.DeploymentAction == "updated":
+		fmt.Fprintln(out, "rollout: started, not waited for (--wait=false): the previous credential's pod may still be running")
+	default:
+		fmt.Fprintln(out, "rollout: not waited for (--wait=false)")
+	}
+	_, err := fmt.Fprintf(out, "publication digest %s\n", res.PublicationDigest)
+	return err
 }
 
 func newCmdWorkerPublish(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &workerPublishOptions{target: workerTarget{flags: flags, streams: streams}}
 	cmd := &cobra.Command{
-		Use:   "publish --delivery FILE --token-digest-key-file FILE --stage-namespace NS",
+		Use:   "publish --delivery FILE --token-digest-key-file FILE --stage-namespace NS [--timeout D | --wait=false]",
 		Short: "Publish a staged credential into the credential Secret and the Worker PodTemplate",
 		Long: `Publish the staged delivery (docs/worker.md, "worker publish"), in this order:
 read and validate the Worker Deployment (one replica, Recreate, the worker
@@ -245,10 +285,21 @@ its read (not rewritten when it already holds the staged token); then update
 the whole Deployment with the resourceVersion of its read, adding only the
 five credential annotations, so the Worker is recreated. Success only when
 both objects hold exactly the delivery. A lost answer is settled by reading
-back; a 409 is success only when the winner is this delivery.`,
+back; a 409 is success only when the winner is this delivery.
+
+Then, unless --wait=false, it waits (at most --timeout, polling with GET and
+LIST: worker rbac grants no watch) until the Deployment controller has
+observed the update, the ReplicaSet of the new PodTemplate has its pod
+Available and no pod of an older ReplicaSet is left. A wait that times out
+exits 4 naming what was verified and each pod's state (e.g. a container
+waiting: ErrImageNeverPull); rerunning the same publish writes nothing and
+waits again.`,
 		Example: `  kubectl ql3 worker publish --delivery d-0002.yaml --token-digest-key-file ~/.ql3/worker-key --stage-namespace qinglong-stages`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(cmd.Flags().Changed("timeout")); err != nil {
+				return err
+			}
 			d, opts, err := o.target.forDelivery(o.file)
 			if err != nil {
 				return err
@@ -259,25 +310,21 @@ back; a 409 is success only when the winner is this delivery.`,
 			}
 			defer clear(key)
 			opts.Key = key
+			if o.wait {
+				opts.Wait = o.timeout
+			}
 			res, err := worker.Publish(cmd.Context(), opts, d)
 			if err != nil {
 				return err
 			}
-			return o.target.print(res, func(out io.Writer) error {
-				settled := ""
-				if res.Settled {
-					settled = " (an answer was lost; settled by reading back)"
-				}
-				fmt.Fprintf(out, "delivery %s: credential %s, generation %d published%s\n", res.DeliveryID, res.CredentialID, res.Generation, settled)
-				fmt.Fprintf(out, "secret/%s: %s; deployment/%s: %s\n", delivery.SecretName, res.Secret, res.Deployment, res.DeploymentAction)
-				_, err := fmt.Fprintf(out, "publication digest %s\n", res.PublicationDigest)
-				return err
-			})
+			return o.target.print(res, func(out io.Writer) error { return printPublish(out, res) })
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.file, "delivery", "", "the delivery `FILE` (JSON or YAML)")
 	f.StringVar(&o.key, "token-digest-key-file", "", "`FILE` holding the key (at least 32 bytes) of the token digest annotation; never written anywhere")
+	f.BoolVar(&o.wait, "wait", true, "after the writes, wait until the new credential's pod is Available and the old one gone (--wait=false: return once both objects are written)")
+	f.DurationVar(&o.timeout, "timeout", defaultPublishTimeout, "bound on --wait; when it passes, exit 4 saying what was verified")
 	o.target.addFlags(cmd)
 	return cmd
 }
@@ -459,8 +506,10 @@ bindings that worker stage, publish and discard-stage need (docs/worker.md,
 limit a create by name). In --stage-namespace, which must hold stage Secrets
 only: get, list, create and delete on Secrets (list, for the stage cap, cannot
 be limited by name or label). Cluster-wide: get on the kube-system Namespace
-(the cluster identity). Nothing on ` + delivery.IdentitySecret + `, no patch, no watch, no
-Deployment create or delete, no pods/exec. Nothing here contacts the cluster.`,
+(the cluster identity). In the Worker namespace also list on ReplicaSets and
+pods, for publish's wait (it polls: no watch). Nothing on ` + delivery.IdentitySecret + `, no
+patch, no watch, no Deployment create or delete, no pods/exec or logs.
+Nothing here contacts the cluster.`,
 		Example: `  kubectl ql3 worker rbac -n qinglong --deployment ql3-worker --stage-namespace qinglong-stages --bind-user rotator | kubectl apply -f -`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

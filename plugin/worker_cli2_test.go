@@ -107,7 +107,7 @@ func TestWorkerCLIConcurrentPublish(t *testing.T) {
 	ns, stageNS, key, dir := wkSetup(t)
 	a := wkDelivery(t, dir, ns, "d-a", "cred-a", "", 1)
 	wkRun(t, binary, wkToken("A"), nil, "worker", "stage", "--delivery", a, "--token-file", "-", "--stage-namespace", stageNS)
-	if _, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--delivery", a, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 0 {
+	if _, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--wait=false", "--delivery", a, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 0 {
 		t.Fatalf("publish d-a: exit %d\n%s", code, stderr)
 	}
 	type racer struct {
@@ -127,7 +127,7 @@ func TestWorkerCLIConcurrentPublish(t *testing.T) {
 		if _, stderr, code := wkRun(t, binary, wkToken(r.tok), env, "worker", "stage", "--delivery", f, "--token-file", "-", "--stage-namespace", stageNS); code != 0 {
 			t.Fatalf("stage %s: exit %d\n%s", r.id, code, stderr)
 		}
-		r.cmd = exec.Command(binary, "worker", "publish", "--delivery", f, "--token-digest-key-file", key, "--stage-namespace", stageNS, "-o", "json")
+		r.cmd = exec.Command(binary, "worker", "publish", "--wait=false", "--delivery", f, "--token-digest-key-file", key, "--stage-namespace", stageNS, "-o", "json")
 		r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.errb
 		r.cmd.Env = append(os.Environ(), env...)
 	}
@@ -209,7 +209,7 @@ func TestWorkerCLIRBACAudit(t *testing.T) {
 		if _, stderr, code := wkRun(t, binary, wkToken(s.tok), env, "worker", "stage", "--delivery", f, "--token-file", "-", "--stage-namespace", stageNS); code != 0 {
 			t.Fatalf("stage %s as the rbac user: exit %d\n%s", s.id, code, stderr)
 		}
-		if _, stderr, code := wkRun(t, binary, nil, env, "worker", "publish", "--delivery", f, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 0 {
+		if _, stderr, code := wkRun(t, binary, nil, env, "worker", "publish", "--wait=false", "--delivery", f, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 0 {
 			t.Fatalf("publish %s as the rbac user: exit %d\n%s", s.id, code, stderr)
 		}
 	}

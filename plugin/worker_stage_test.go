@@ -22,7 +22,7 @@ func TestWorkerCLIStageNamespaceAndDeployment(t *testing.T) {
 	for _, flags := range [][]string{nil, {"--stage-namespace", ns}} {
 		for _, args := range [][]string{
 			{"worker", "stage", "--delivery", a, "--token-file", "-"},
-			{"worker", "publish", "--delivery", a, "--token-digest-key-file", key},
+			{"worker", "publish", "--wait=false", "--delivery", a, "--token-digest-key-file", key},
 			{"worker", "discard-stage", "-n", ns, "--delivery-id", "d-a", "--abandon"},
 		} {
 			_, stderr, code := wkRun(t, binary, wkToken("A"), nil, append(args, flags...)...)
@@ -50,7 +50,7 @@ func TestWorkerCLIStageNamespaceAndDeployment(t *testing.T) {
 	if st.Annotations[worker.AnnotationDeployment] != ns+"/ql3-worker" || st.Annotations[worker.AnnotationDeploymentUID] != string(dep.UID) {
 		t.Fatalf("stage annotations %v: want the Deployment %s/ql3-worker, UID %s", st.Annotations, ns, dep.UID)
 	}
-	if _, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--delivery", a, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 0 {
+	if _, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--wait=false", "--delivery", a, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 0 {
 		t.Fatalf("publish: exit %d\n%s", code, stderr)
 	}
 	_, stderr, code := wkRun(t, binary, nil, nil, "worker", "discard-stage", "-n", ns, "--delivery-id", "d-a", "--deployment", "other-worker", "--stage-namespace", stageNS)

@@ -102,12 +102,12 @@ func TestWorkerCLI(t *testing.T) {
 		if _, stderr, code := wkRun(t, binary, wkToken(s.tok), nil, "worker", "stage", "--delivery", f, "--token-file", "-", "--stage-namespace", stageNS); code != 0 {
 			t.Fatalf("stage %s: exit %d\n%s", s.id, code, stderr)
 		}
-		out, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--delivery", f, "--token-digest-key-file", key, "--stage-namespace", stageNS, "-o", "json")
+		out, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--wait=false", "--delivery", f, "--token-digest-key-file", key, "--stage-namespace", stageNS, "-o", "json")
 		if code != 0 {
 			t.Fatalf("publish %s: exit %d\n%s", s.id, code, stderr)
 		}
 		var res worker.Result
-		if err := json.Unmarshal([]byte(out), &res); err != nil || res.CredentialID != s.cred || res.DeploymentAction != "updated" {
+		if err := json.Unmarshal([]byte(out), &res); err != nil || res.CredentialID != s.cred || res.DeploymentAction != "updated" || res.Rollout != worker.RolloutNotWaited {
 			t.Fatalf("publish %s: %v %+v", s.id, err, res)
 		}
 		for _, d := range digests {
@@ -116,8 +116,8 @@ func TestWorkerCLI(t *testing.T) {
 			}
 		}
 		digests = append(digests, res.PublicationDigest)
-		out, _, code = wkRun(t, binary, nil, nil, "worker", "publish", "--delivery", f, "--token-digest-key-file", key, "--stage-namespace", stageNS)
-		if code != 0 || !strings.Contains(out, "deployment/ql3-worker: unchanged") {
+		out, _, code = wkRun(t, binary, nil, nil, "worker", "publish", "--wait=false", "--delivery", f, "--token-digest-key-file", key, "--stage-namespace", stageNS)
+		if code != 0 || !strings.Contains(out, "deployment/ql3-worker: unchanged\nrollout: not waited for (--wait=false)\n") {
 			t.Fatalf("replay: exit %d\n%s", code, out)
 		}
 	}
@@ -128,7 +128,7 @@ func TestWorkerCLI(t *testing.T) {
 		return e.ObjectRef.Namespace == ns && e.ObjectRef.Resource == "secrets"
 	})
 	before := len(evs)
-	if _, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--delivery", bad, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 3 || !strings.Contains(stderr, "predecessor") {
+	if _, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--wait=false", "--delivery", bad, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 3 || !strings.Contains(stderr, "predecessor") {
 		t.Fatalf("wrong predecessor: exit %d\n%s", code, stderr)
 	}
 	evs, _ = cp.Writes(func(e testcluster.AuditEvent) bool {
@@ -169,12 +169,12 @@ func TestWorkerCLICrash(t *testing.T) {
 	bin := crashBinary(t)
 	a := wkDelivery(t, dir, ns, "d-a", "cred-a", "", 1)
 	wkRun(t, binary, wkToken("A"), nil, "worker", "stage", "--delivery", a, "--token-file", "-", "--stage-namespace", stageNS)
-	if _, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--delivery", a, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 0 {
+	if _, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--wait=false", "--delivery", a, "--token-digest-key-file", key, "--stage-namespace", stageNS); code != 0 {
 		t.Fatal(stderr)
 	}
 	bd := wkDelivery(t, dir, ns, "d-b", "cred-b", "cred-a", 2)
 	wkRun(t, binary, wkToken("B"), nil, "worker", "stage", "--delivery", bd, "--token-file", "-", "--stage-namespace", stageNS)
-	_, _, code := wkRun(t, bin, nil, []string{"QL3_CRASH_AT=" + worker.CrashAfterSecret}, "worker", "publish", "--delivery", bd, "--token-digest-key-file", key, "--stage-namespace", stageNS)
+	_, _, code := wkRun(t, bin, nil, []string{"QL3_CRASH_AT=" + worker.CrashAfterSecret}, "worker", "publish", "--wait=false", "--delivery", bd, "--token-digest-key-file", key, "--stage-namespace", stageNS)
 	if code != -1 {
 		t.Fatalf("the crash binary exited %d, want killed", code)
 	}
@@ -183,8 +183,8 @@ func TestWorkerCLICrash(t *testing.T) {
 	if string(sec.Data[delivery.SecretKey]) != string(wkToken("B")) {
 		t.Fatal("the crash was not after the Secret write")
 	}
-	out, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--delivery", bd, "--token-digest-key-file", key, "--stage-namespace", stageNS)
-	if code != 0 || !strings.Contains(out, "secret/ql3-worker-credential: unchanged; deployment/ql3-worker: updated") {
+	out, stderr, code := wkRun(t, binary, nil, nil, "worker", "publish", "--wait=false", "--delivery", bd, "--token-digest-key-file", key, "--stage-namespace", stageNS)
+	if code != 0 || !strings.Contains(out, "secret/ql3-worker-credential: unchanged; deployment/ql3-worker: updated\nrollout: started, not waited for (--wait=false)") {
 		t.Fatalf("rerun: exit %d\n%s%s", code, out, stderr)
 	}
 	if s, _ := cp.Clientset().CoreV1().Secrets(ns).Get(ctx, delivery.SecretName, metav1.GetOptions{}); s.ResourceVersion != sec.ResourceVersion {
@@ -208,7 +208,7 @@ func TestWorkerCLILostAnswers(t *testing.T) {
 	})
 	a := wkDelivery(t, dir, ns, "d-a", "cred-a", "", 1)
 	wkRun(t, binary, wkToken("A"), nil, "worker", "stage", "--delivery", a, "--token-file", "-", "--stage-namespace", stageNS)
-	out, stderr, code := wkRun(t, binary, nil, env, "worker", "publish", "--delivery", a, "--token-digest-key-file", key, "--stage-namespace", stageNS)
+	out, stderr, code := wkRun(t, binary, nil, env, "worker", "publish", "--wait=false", "--delivery", a, "--token-digest-key-file", key, "--stage-namespace", stageNS)
 	if code != 0 || !strings.Contains(out, "settled") {
 		t.Fatalf("publish through lost answers: exit %d\n%s%s", code, out, stderr)
 	}
