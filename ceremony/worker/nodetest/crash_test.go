@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,9 @@ func (c cli) deliveryFile(t *testing.T, d *delivery.Delivery) string {
 	return f
 }
 
+// rolledLine is publish's line once its wait saw the new pod Available.
+var rolledLine = regexp.MustCompile(`\nrollout: pod (\S+) of ReplicaSet \S+ \(the PodTemplate of credential \S+\) is Available; no pod of an older ReplicaSet is left\n`)
+
 // crashAndRerun stages d with tok through the plugin, runs `worker
 // publish`, killed by SIGKILL between the credential Secret write and the
 // Deployment write, checks that the running Worker pod prev was left
@@ -102,9 +106,14 @@ func crashAndRerun(t *testing.T, c cli, ns, stageNS, prev string, d *delivery.De
 	}
 	start := time.Now()
 	out, code := c.run(t, nil, nil, publish...)
-	if code != 0 || !strings.Contains(out, "secret/ql3-worker-credential: unchanged; deployment/ql3-worker: updated") {
-		t.Fatalf("rerun of worker publish: exit %d\n%s", code, out)
+	m := rolledLine.FindStringSubmatch(out)
+	if code != 0 || !strings.Contains(out, "secret/ql3-worker-credential: unchanged; deployment/ql3-worker: updated") || m == nil {
+		t.Fatalf("rerun of worker publish (waiting by default): exit %d\n%s", code, out)
 	}
+	pod := onlyPod(t, ns, prev, d, m[1])
 	r := waitRunning(t, ns, prev)
+	if r.pod.Name != pod {
+		t.Fatalf("publish returned with pod %s Available, but pod %s runs", pod, r.pod.Name)
+	}
 	return r, time.Since(start)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,11 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/audit"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+	"github.com/qinglong/kubectl-ql3/internal/testcluster/nodeimage"
 )
 
 const selector = worker.RoleLabel + "=" + worker.RoleValue
@@ -167,15 +171,19 @@ func bootstrap(t *testing.T, ns string) string {
 	return pod
 }
 
-// TestCredentialRollout publishes A → B → C and checks each on the
-// running Worker; publishes D through the plugin killed between its two
-// writes, then reruns it; then does the same job by hand (replace the
-// Secret, kubectl rollout restart, kubectl rollout status) and compares.
+// TestCredentialRollout publishes A → B → C with publish's wait, as a
+// user holding only what worker rbac prints, and checks each on the
+// running Worker the moment publish returns; publishes D through the
+// plugin killed between its two writes, then reruns it (waiting by
+// default); then does the same job by hand three times (replace the
+// Secret, kubectl rollout restart, kubectl rollout status) and logs the
+// figures: pod start, publish → running, by hand, their ratio.
 func TestCredentialRollout(t *testing.T) {
 	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	deployWorker(t, ns)
+	deployWorker(t, ns, cp.Image(nodeimage.Workload))
 	prev := bootstrap(t, ns)
-	o := options(t, ns, stageNS)
+	o := asRBACUser(t, options(t, ns, stageNS), "rotator-node")
+	o.Wait = 2 * time.Minute
 	steps := []struct {
 		d   *delivery.Delivery
 		tok []byte
@@ -185,26 +193,32 @@ func TestCredentialRollout(t *testing.T) {
 		{newDelivery(t, o, "d-c", "cred-c", ptr("cred-b"), 3), token("C")},
 	}
 	var runs []run
-	var took []time.Duration
+	var fig figures
 	for i, s := range steps {
 		if _, err := worker.Stage(context.Background(), o, s.d, s.tok); err != nil {
 			t.Fatalf("stage %s: %v", s.d.DeliveryID, err)
 		}
 		start := time.Now()
-		if _, err := worker.Publish(context.Background(), o, s.d); err != nil {
+		res, err := worker.Publish(context.Background(), o, s.d)
+		if err != nil {
 			t.Fatalf("publish %s: %v", s.d.DeliveryID, err)
 		}
 		published := time.Since(start)
+		pod := afterWait(t, ns, prev, s.d, res)
 		r := waitRunning(t, ns, prev)
-		took = append(took, time.Since(start))
+		took := time.Since(start)
+		if r.pod.Name != pod {
+			t.Fatalf("publish %s returned with pod %s Available, but pod %s runs", s.d.DeliveryID, pod, r.pod.Name)
+		}
 		stopped, started := check(t, r, s.tok, i)
 		begun, gone, created := replaced(t, ns, prev, r.pod.Name, started)
 		stop := "no earlier process"
 		if i > 0 {
 			stop = "old process stopped " + started.Sub(stopped).Round(time.Millisecond).String() + " before the new one started"
 		}
-		t.Logf("%s: publish returned after %s; credential %s running after %s; old pod deletion began %s before the new pod was created; %s; old pod gone from the API %s before the new process started",
-			s.d.CredentialID, published.Round(time.Millisecond), s.d.CredentialID, took[i].Round(time.Millisecond),
+		fig.publish, fig.podStart = append(fig.publish, took), append(fig.podStart, started.Sub(created))
+		t.Logf("%s: publish --wait returned after %s with pod %s Available and the old one gone; its process reported the credential %s after publish started; pod created → process started %s; old pod deletion began %s before the new pod was created; %s; old pod gone from the API %s before the new process started",
+			s.d.CredentialID, published.Round(time.Millisecond), pod, took.Round(time.Millisecond), started.Sub(created).Round(time.Millisecond),
 			created.Sub(begun).Round(time.Millisecond), stop, started.Sub(gone).Round(time.Millisecond))
 		runs, prev = append(runs, r), r.pod.Name
 	}
@@ -214,16 +228,20 @@ func TestCredentialRollout(t *testing.T) {
 	r, rerun := crashAndRerun(t, buildCLI(t), ns, stageNS, prev, d, token("D"))
 	_, started := check(t, r, token("D"), len(steps))
 	replaced(t, ns, prev, r.pod.Name, started)
-	t.Logf("cred-d: publish killed between its writes left %s running; the rerun had cred-d running after %s", prev, rerun.Round(time.Millisecond))
+	t.Logf("cred-d: publish killed between its writes left %s running; the rerun through the plugin (waiting by default) had cred-d running after %s", prev, rerun.Round(time.Millisecond))
 	runs, prev = append(runs, r), r.pod.Name
 
-	byHand, r := rolloutByHand(t, ns, prev, token("E"))
-	check(t, r, token("E"), len(steps)+1)
-	runs = append(runs, r)
-	for i, s := range steps {
-		t.Logf("ratio %s: publish → running %s / by hand %s = %.2f", s.d.CredentialID, took[i].Round(time.Millisecond), byHand.Round(time.Millisecond), float64(took[i])/float64(byHand))
+	toks := [][]byte{token("A"), token("B"), token("C"), token("D")}
+	for i := range 3 {
+		tok := token(fmt.Sprintf("E%d", i))
+		byHand, r := rolloutByHand(t, ns, prev, tok)
+		_, started := check(t, r, tok, len(steps)+1+i)
+		_, _, created := replaced(t, ns, prev, r.pod.Name, started)
+		fig.byHand, fig.podStart = append(fig.byHand, byHand), append(fig.podStart, started.Sub(created))
+		runs, prev, toks = append(runs, r), r.pod.Name, append(toks, tok)
 	}
-	noToken(t, ns, stageNS, runs, token("A"), token("B"), token("C"), token("D"), token("E"))
+	fig.log(t)
+	noToken(t, ns, stageNS, runs, toks...)
 }
 
 func ptr(s string) *string { return &s }
@@ -316,5 +334,113 @@ func noToken(t *testing.T, ns, stageNS string, runs []run, toks ...[]byte) {
 				}
 			}
 		}
+	}
+}
+
+// asRBACUser grants user exactly what `worker rbac` prints for o's
+// namespaces and returns o acting as that user.
+func asRBACUser(t *testing.T, o worker.Options, user string) worker.Options {
+	t.Helper()
+	objs, err := worker.RBAC(o.Namespace, o.StageNamespace, depName, worker.Subject{User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.GrantPrinted(t, objs, "-"+o.Namespace)
+	cs, err := kubernetes.NewForConfig(cp.User(t, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := o.Namespace
+	o.Secrets, o.Deployments, o.ReplicaSets, o.Pods = cs.CoreV1().Secrets(ns), cs.AppsV1().Deployments(ns), cs.AppsV1().ReplicaSets(ns), cs.CoreV1().Pods(ns)
+	o.Stages, o.Review = cs.CoreV1().Secrets(o.StageNamespace), access.NewReview(access.NewReviewer(cs))
+	return o
+}
+
+// afterWait reads once, right after a publish that waited returned: the
+// Worker's only pod is the one it named (res), made from the PodTemplate
+// carrying d, Ready and not being deleted; the pod prev is gone from the
+// API. Nothing is polled: the wait must already have seen all of it.
+func afterWait(t *testing.T, ns, prev string, d *delivery.Delivery, res *worker.Result) string {
+	t.Helper()
+	if res.Rollout != worker.RolloutAvailable || res.Pod == "" {
+		t.Fatalf("publish %s waited but reports rollout %q, pod %q", d.DeliveryID, res.Rollout, res.Pod)
+	}
+	return onlyPod(t, ns, prev, d, res.Pod)
+}
+
+func onlyPod(t *testing.T, ns, prev string, d *delivery.Delivery, pod string) string {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := cp.Clientset().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("right after publish %s waited: pods %s; want only %s", d.DeliveryID, testcluster.DescribePods(pods.Items), pod)
+	}
+	p := pods.Items[0]
+	if p.Name != pod || p.DeletionTimestamp != nil || !testcluster.PodReady(p) || p.Annotations[delivery.AnnotationDeliveryID] != d.DeliveryID {
+		t.Fatalf("right after publish %s waited: pod %s (%s); want %s Ready, carrying the delivery", d.DeliveryID, p.Name, testcluster.DescribePods(pods.Items), pod)
+	}
+	if _, err := cp.Clientset().CoreV1().Pods(ns).Get(ctx, prev, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("right after publish %s waited, the old pod %s is still in the API (%v)", d.DeliveryID, prev, err)
+	}
+	return p.Name
+}
+
+// figures are the durations one run measured.
+type figures struct{ publish, byHand, podStart []time.Duration }
+
+// spread is "median (min–max) over n".
+func spread(ds []time.Duration) string {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	r := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+	return fmt.Sprintf("median %s (%s–%s, n=%d)", r(s[len(s)/2]), r(s[0]), r(s[len(s)-1]), len(s))
+}
+
+func (f figures) log(t *testing.T) {
+	t.Helper()
+	var ratios []float64
+	for _, p := range f.publish {
+		for _, h := range f.byHand {
+			ratios = append(ratios, float64(p)/float64(h))
+		}
+	}
+	slices.Sort(ratios)
+	t.Logf("figures: pod created → process started %s; publish --wait start → new credential running %s; by hand (replace, rollout restart, rollout status) → running %s; ratio publish/by hand over every pair: median %.2f (%.2f–%.2f, n=%d)",
+		spread(f.podStart), spread(f.publish), spread(f.byHand), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], len(ratios))
+}
+
+// A Worker whose image cannot run: the first publish through the plugin
+// writes both objects, waits, and exits 4 after --timeout, saying what
+// was verified and the new pod's reason (ErrImageNeverPull); the rerun
+// with --wait=false is a replay.
+func TestPublishWaitTimeout(t *testing.T) {
+	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
+	deployWorker(t, ns, "ql3.local/workload:absent")
+	o := options(t, ns, stageNS)
+	d := newDelivery(t, o, "d-a", "cred-a", nil, 1)
+	c := buildCLI(t)
+	f := c.deliveryFile(t, d)
+	common := []string{"--delivery", f, "--stage-namespace", stageNS}
+	if out, code := c.run(t, token("A"), nil, append([]string{"worker", "stage", "--token-file", "-"}, common...)...); code != 0 {
+		t.Fatalf("worker stage: exit %d\n%s", code, out)
+	}
+	publish := append([]string{"worker", "publish", "--token-digest-key-file", c.dir + "/key"}, common...)
+	out, code := c.run(t, nil, nil, append(publish, "--timeout", "30s")...)
+	for _, want := range []string{`carries delivery "d-a"`, "both written and read back", "after waiting 30s the new credential's pod is not Available",
+		"ErrImageNeverPull", "rerun the same publish to wait again"} {
+		if code != 4 || !strings.Contains(out, want) {
+			t.Fatalf("publish --wait of a Worker whose image cannot run: exit %d, want 4 saying %q\n%s", code, want, out)
+		}
+	}
+	t.Logf("the timed-out publish said:\n%s", out)
+	pods, err := cp.Clientset().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodPending {
+		t.Fatalf("after the timeout: %v %s; want one Pending pod", err, testcluster.DescribePods(pods.Items))
+	}
+	if out, code := c.run(t, nil, nil, append(publish, "--wait=false")...); code != 0 || !strings.Contains(out, "deployment/ql3-worker: unchanged\nrollout: not waited for (--wait=false)") {
+		t.Fatalf("replay without a wait: exit %d\n%s", code, out)
 	}
 }

@@ -30,7 +30,6 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/worker"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
-	"github.com/qinglong/kubectl-ql3/internal/testcluster/nodeimage"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -117,11 +116,11 @@ spec:
         persistentVolumeClaim: {claimName: ql3-worker-state}
 `
 
-// deployWorker creates, in ns, the claim bound to a hand-made hostPath
+// deployWorker creates, in ns, with the image given, the claim bound to a hand-made hostPath
 // volume under the test's temporary directory (there is no dynamic
 // provisioner), the TLS identity Secret and the Worker Deployment — before
 // any credential is published.
-func deployWorker(t *testing.T, ns string) {
+func deployWorker(t *testing.T, ns, image string) {
 	t.Helper()
 	ctx := context.Background()
 	cs := cp.Clientset()
@@ -167,7 +166,7 @@ func deployWorker(t *testing.T, ns string) {
 		t.Fatal(err)
 	}
 	var dep appsv1.Deployment
-	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(workerYAML, cp.Image(nodeimage.Workload), uid)), &dep); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(workerYAML, image, uid)), &dep); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, &dep, metav1.CreateOptions{}); err != nil {
