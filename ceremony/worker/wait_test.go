@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/workertest"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
@@ -28,7 +29,7 @@ func TestWaitLeastPrivilege(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-			deploy(t, ns)
+			workertest.Create(t, cp.Clientset(), ns)
 			user := "rotator-wait-" + name
 			grantWithout(t, ns, stageNS, user, res)
 			o := options(t, cp.User(t, user), ns, stageNS)

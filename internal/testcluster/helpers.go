@@ -36,40 +36,6 @@ func (cp *ControlPlane) KubeSystemUID(t testing.TB) string {
 	return string(ns.UID)
 }
 
-// GrantPrinted creates, as the admin, the objects an rbac command printed
-// (Roles, RoleBindings, ClusterRoles, ClusterRoleBindings, as pointers);
-// the cluster-wide ones get suffix added to their names (and the
-// bindings' roleRef) so that tests in other namespaces do not share them,
-// and are deleted when t ends.
-func (cp *ControlPlane) GrantPrinted(t testing.TB, objs []any, suffix string) {
-	t.Helper()
-	rb := cp.Clientset().RbacV1()
-	ctx := context.Background()
-	for _, obj := range objs {
-		var err error
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			_, err = rb.Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = rb.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			o.Name += suffix
-			_, err = rb.ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = rb.ClusterRoles().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
-		case *rbacv1.ClusterRoleBinding:
-			o.Name += suffix
-			o.RoleRef.Name += suffix
-			_, err = rb.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = rb.ClusterRoleBindings().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
-		default:
-			t.Fatalf("unexpected RBAC object %T", obj)
-		}
-		if err != nil {
-			t.Fatalf("grant %T: %v", obj, err)
-		}
-	}
-}
-
 // WritesBy is Writes for a test: the completed writes user sent in
 // namespace ns (every resource), in the order the API server logged them.
 func (cp *ControlPlane) WritesBy(t testing.TB, user, ns string) []AuditEvent {

@@ -141,3 +141,21 @@ func ruleAttributes(ns string, r rbacv1.PolicyRule) []authorizationv1.ResourceAt
 	}
 	return out
 }
+
+// GrantPrinted is GrantAll for objects whose cluster-scoped names must not
+// be shared with tests in other namespaces: each ClusterRole and
+// ClusterRoleBinding gets suffix added to its name (and a binding to its
+// roleRef) first.
+func (cp *ControlPlane) GrantPrinted(t testing.TB, objs []any, suffix string) {
+	t.Helper()
+	for _, obj := range objs {
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			o.Name += suffix
+		case *rbacv1.ClusterRoleBinding:
+			o.Name += suffix
+			o.RoleRef.Name += suffix
+		}
+	}
+	cp.GrantAll(t, objs)
+}
