@@ -208,6 +208,7 @@ type preflightOptions struct {
 	force     bool
 	diff      bool
 	supersede int64
+	approval  string
 }
 
 func newCmdPreflight(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -232,7 +233,14 @@ An upgrade or rollback whose Head is applying a generation that can never
 converge (resume exits 4 every time) may supersede it: --supersede N names
 that generation and --expected-head is the applying Head's token. An upgrade
 must be above both the stuck and the last committed version; a rollback
-returns to the last committed deployment (docs/ceremony.md §7.5).`,
+returns to the last committed deployment (docs/ceremony.md §7.5).
+
+--approval two-person turns the two-person rule on for this namespace's
+Head, --approval none turns it off; without the flag the committed Head's
+policy is kept. When the Head has the rule on, or this preflight turns it
+on, the record names you (as the API server authenticated you) as its
+proposer, and apply refuses it until another person approved it
+(kubectl ql3 propose, then kubectl ql3 approve; docs/approval.md).`,
 		Example: `  kubectl ql3 head -n ql3-demo                # prints the expected-Head token
   kubectl ql3 preflight ./release --transition install --expected-head ql3h1-0-none --out pf.json
   kubectl ql3 preflight ./release-2.0.1 --transition upgrade --supersede 4 --expected-head ql3h1-4-… --out pf.json`,
@@ -252,9 +260,11 @@ returns to the last committed deployment (docs/ceremony.md §7.5).`,
 	fs.BoolVar(&o.force, "force-conflicts", false, "take over fields owned by other field managers (recorded in the command digest)")
 	fs.Int64Var(&o.supersede, "supersede", 0, "supersede the applying `GENERATION` that can never converge (an upgrade or rollback; --expected-head is then that applying Head's token)")
 	fs.BoolVar(&o.diff, "diff", false, "also print what the release would change, as kubectl ql3 diff does (with -o, as the result's diff member), and record the change list's digest in the record (diffDigest)")
+	fs.StringVar(&o.approval, "approval", "", "the two-person rule after this transition: `POLICY` two-person or none (default: the committed Head's; no Head: none)")
 	o.cf.add(fs, false)
 	_ = cmd.MarkFlagRequired("transition")
 	_ = cmd.MarkFlagRequired("expected-head")
+	_ = cmd.RegisterFlagCompletionFunc("approval", fixedCompletion(deploy.ApprovalTwoPerson, deploy.ApprovalNone))
 	_ = cmd.RegisterFlagCompletionFunc("transition", fixedCompletion("install", "upgrade", "rollback", "retire"))
 	registerOutputCompletion(cmd)
 	return cmd
@@ -268,6 +278,9 @@ func (o *preflightOptions) Validate() error {
 	}
 	if err := validateSupersede(o.supersede, o.expected); err != nil {
 		return err
+	}
+	if o.approval != "" && o.approval != deploy.ApprovalTwoPerson && o.approval != deploy.ApprovalNone {
+		return fail.Errorf(fail.Invalid, "--approval %q: want %q or %q", o.approval, deploy.ApprovalTwoPerson, deploy.ApprovalNone)
 	}
 	return o.cf.validate()
 }
@@ -299,6 +312,7 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	}
 	req := deploy.PreflightRequest{
 		Dir: o.dir, Transition: o.kind, Expected: exp, ForceConflicts: o.force, Out: o.out, Supersede: o.supersede,
+		Approval: o.approval,
 	}
 	var res *deploy.PreflightResult
 	var diff *views.DiffReport

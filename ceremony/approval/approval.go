@@ -55,6 +55,10 @@ type Subject struct {
 	PreflightDigest string `json:"preflightDigest"`
 	CommandDigest   string `json:"commandDigest"`
 	ExpectedHead    string `json:"expectedHead"`
+	// Proposer is the record's proposer, when the transition needs an
+	// approval (preflight recorded who it authenticated); propose refuses
+	// anyone else.
+	Proposer string `json:"proposer,omitempty"`
 }
 
 // load reads the record at path exactly as apply does and checks that the
@@ -66,7 +70,8 @@ func load(ctx context.Context, c Clients, path string) (Subject, error) {
 		return Subject{}, err
 	}
 	s := Subject{Record: path, Namespace: rec.Target.Namespace, Transition: rec.Command.Transition, Version: rec.Command.Version,
-		PreflightDigest: rec.SelfDigest, CommandDigest: rec.CommandDigest, ExpectedHead: rec.Command.ExpectedHead.String()}
+		PreflightDigest: rec.SelfDigest, CommandDigest: rec.CommandDigest, ExpectedHead: rec.Command.ExpectedHead.String(),
+		Proposer: rec.Proposer}
 	id, err := deploy.ReadClusterIdentity(ctx, c.Cluster)
 	if err != nil {
 		return Subject{}, err
@@ -78,7 +83,8 @@ func load(ctx context.Context, c Clients, path string) (Subject, error) {
 	if err != nil {
 		return Subject{}, err
 	}
-	if h != nil && h.Phase != deploy.PhaseCommitted {
+	supersedes := rec.Command.Supersedes != nil && h != nil && rec.Command.Supersedes.Generation == h.Generation
+	if h != nil && h.Phase != deploy.PhaseCommitted && !supersedes {
 		return Subject{}, fail.Errorf(fail.Conflict, "head %s: generation %d is %s: finish it (kubectl ql3 resume) and preflight again; an approval is only for a transition from a committed Head", s.Namespace, h.Generation, h.Phase)
 	}
 	if now := h.Expected().String(); now != s.ExpectedHead {

@@ -37,6 +37,9 @@ func Propose(ctx context.Context, c Clients, req ProposeRequest) (*Result, error
 	if err != nil {
 		return nil, err
 	}
+	if s.Proposer != "" && s.Proposer != me {
+		return nil, fail.Errorf(fail.Invalid, "preflight %s names proposer %s, but you are %s: only the person who ran the preflight proposes it; run kubectl ql3 preflight yourself and propose that record", req.Record, s.Proposer, me)
+	}
 	want := record.Approval{PreflightDigest: s.PreflightDigest, CommandDigest: s.CommandDigest, ExpectedHead: s.ExpectedHead, Proposer: me, Decision: record.Pending}
 	cm, cur, present, err := gate.Read(ctx, c.CS, s.Namespace)
 	if err != nil {

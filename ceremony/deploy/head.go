@@ -58,10 +58,17 @@ type Head struct {
 	// outcome "pending" while
 	// applying and the final outcome once committed. Absent (omitted) on
 	// every other transition, whose head.json is unchanged by retirement.
-	Retired          []receipts.Retired `json:"retired,omitempty"`
-	DeploymentDigest string             `json:"deploymentDigest"`
-	StateDigest      string             `json:"stateDigest"`
-	SelfDigest       string             `json:"selfDigest"`
+	Retired []receipts.Retired `json:"retired,omitempty"`
+	// ApprovalPolicy is "two-person" when the two-person rule is on after
+	// this transition; Approval is the approval this transition was
+	// applied under, when one was required. Both absent otherwise, so a
+	// Head without the rule is byte for byte what it was before
+	// (docs/head.md, "The two-person rule").
+	ApprovalPolicy   string        `json:"approvalPolicy,omitempty"`
+	Approval         *HeadApproval `json:"approval,omitempty"`
+	DeploymentDigest string        `json:"deploymentDigest"`
+	StateDigest      string        `json:"stateDigest"`
+	SelfDigest       string        `json:"selfDigest"`
 }
 
 // HeadTransition is the exact transition that produced (or is producing)
@@ -314,6 +321,9 @@ func (h *Head) validate() error {
 	}
 	if err := checkRetiredList(t.Kind, h.Phase == PhaseApplying, h.Retired); err != nil {
 		return tamper("head.json: %v", err)
+	}
+	if err := h.checkApprovalMembers(); err != nil {
+		return err
 	}
 	if !mutationIDRE.MatchString(t.MutationID) {
 		return bad("transition.mutationId", "%q is not 32 lowercase hex digits", t.MutationID)

@@ -47,6 +47,9 @@ type Cluster interface {
 	// (after CRDs were created).
 	Mapper() meta.RESTMapper
 	ResetMapper()
+	// Clientset is the typed client, for the two-person rule's identity
+	// (SelfSubjectReview) and apply gate (gate.Check).
+	Clientset() kubernetes.Interface
 }
 
 type kubeCluster struct {
@@ -77,6 +80,8 @@ func NewKubeCluster(cfg *rest.Config) (Cluster, error) {
 func (k *kubeCluster) KubeSystemUID(ctx context.Context) (string, error) {
 	return kubeIdentity{k.cs}.KubeSystemUID(ctx)
 }
+
+func (k *kubeCluster) Clientset() kubernetes.Interface { return k.cs }
 
 func (k *kubeCluster) Heads(ns string) cas.Client[*corev1.ConfigMap] {
 	return k.cs.CoreV1().ConfigMaps(ns)

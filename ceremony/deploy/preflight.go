@@ -31,6 +31,10 @@ type Command struct {
 	// this transition supersedes (docs/ceremony.md §7.5); absent otherwise,
 	// so every other record is byte for byte what it was before.
 	Supersedes *SupersedeIntent `json:"supersedes,omitempty"`
+	// Approval (preflight --approval) is the two-person rule's policy
+	// after this transition: "two-person", or absent when off, so every
+	// record without the rule is byte for byte what it was before.
+	Approval string `json:"approval,omitempty"`
 }
 
 // SupersedeIntent is the applying generation a preflight supersedes, as
@@ -104,8 +108,12 @@ type PreflightRecord struct {
 	// resourceVersion and reviewed digest preflight read (all empty:
 	// absent), outcome "pending" (docs/ceremony.md §11). Omitted on other
 	// transitions.
-	Retired    []receipts.Retired `json:"retired,omitempty"`
-	SelfDigest string             `json:"selfDigest"`
+	Retired []receipts.Retired `json:"retired,omitempty"`
+	// Proposer, when the transition needs an approval (the Head's policy
+	// is on or command.approval turns it on), is the preflight's caller
+	// as the API server authenticated them; absent otherwise.
+	Proposer   string `json:"proposer,omitempty"`
+	SelfDigest string `json:"selfDigest"`
 }
 
 // Seal computes the command and preflight digests.
@@ -169,6 +177,9 @@ func ParsePreflight(name string, data []byte) (*PreflightRecord, error) {
 		return nil, bad("%v", err)
 	}
 	if err := c.Supersedes.check(c); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := checkApprovalIntent(&p); err != nil {
 		return nil, bad("%v", err)
 	}
 	return &p, nil

@@ -81,6 +81,14 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	if err := o.checkDeleteAccess(ctx, retiredIDs(rec.Retired)); err != nil {
 		return nil, err
 	}
+	if !ours {
+		if applying.Approval, err = o.approvalGate(ctx, head, rec); err != nil {
+			return nil, err
+		}
+		if err := applying.Seal(); err != nil {
+			return nil, err
+		}
+	}
 	if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
 		return nil, err
 	}
@@ -272,6 +280,8 @@ func (o *Options) newApplyingHead(prev *Head, ld *loaded, rec *PreflightRecord, 
 		Tool:    receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: rec.Command.FieldManager},
 		Steps:   receipts.Steps{Identity: rec.Steps.Identity, DryRun: rec.Steps.DryRun},
 		Retired: rec.Retired,
+		// Approval is set by the gate just before the Head is acquired.
+		ApprovalPolicy: rec.Command.Approval,
 	}
 	if prev != nil && rec.Command.Supersedes != nil {
 		supersede(h, prev, time.Now())

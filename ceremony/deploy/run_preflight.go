@@ -22,6 +22,9 @@ type PreflightRequest struct {
 	// Expected token is then that applying Head's.
 	Supersede int64
 	Out       string // record path; default ql3-preflight-g<N>-<kind>-<version>.json
+	// Approval (preflight --approval) is "two-person" or "none"; "" keeps
+	// the committed Head's policy (no Head: none).
+	Approval string
 	// Diff, when set (preflight --diff), computes the change list of the
 	// verified release after the dry-run step and returns its digest,
 	// which the record binds as diffDigest. dryRun holds each object as
@@ -80,7 +83,15 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 	} else {
 		o.say("preflight: head %s allows %s to %s", req.Expected.describe(), req.Transition, dep.Version)
 	}
+	cmd, err := preflightCommand(req, ld, sup, head)
+	if err != nil {
+		return nil, err
+	}
 	if err := o.checkAccess(ctx, ld.release.Objects, tgt.Namespace, head != nil, nil); err != nil {
+		return nil, err
+	}
+	proposer, err := o.preflightProposer(ctx, head, cmd)
+	if err != nil {
 		return nil, err
 	}
 	var retired []receipts.Retired
@@ -95,13 +106,14 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 	}
 	rec := &PreflightRecord{
 		Schema:     PreflightSchema,
-		Command:    preflightCommand(req, ld, sup),
+		Command:    cmd,
 		Release:    preflightRelease(dir, ld),
 		Target:     tgt,
 		Tool:       receipts.Tool{Name: ToolName, Version: o.ToolVersion, FieldManager: ld.lock.Tool.FieldManager},
 		Steps:      PreflightSteps{Identity: identity, DryRun: dry.digest},
 		DiffDigest: dry.diffDigest,
 		Retired:    retired,
+		Proposer:   proposer,
 	}
 	out, replayed, err := writePreflightRecord(req, rec)
 	if err != nil {
@@ -171,15 +183,19 @@ func (o *Options) preflightDryRun(ctx context.Context, ld *loaded, req Preflight
 }
 
 // preflightCommand is the record's command: what was asked, of which
-// release, on which cluster.
-func preflightCommand(req PreflightRequest, ld *loaded, sup *SupersedeIntent) Command {
+// release, on which cluster, under which approval policy.
+func preflightCommand(req PreflightRequest, ld *loaded, sup *SupersedeIntent, head *Head) (Command, error) {
+	policy, err := approvalPolicy(head, req.Approval)
+	if err != nil {
+		return Command{}, err
+	}
 	dep, tgt := ld.deployment(), ld.target()
-	return Command{Supersedes: sup,
+	return Command{Supersedes: sup, Approval: policy,
 		Transition: req.Transition, ExpectedHead: req.Expected, Version: dep.Version,
 		LockDigest: dep.LockDigest, InventoryDigest: dep.InventoryDigest,
 		ClusterIdentity: tgt.ClusterIdentity, Namespace: tgt.Namespace,
 		FieldManager: ld.lock.Tool.FieldManager, ForceConflicts: req.ForceConflicts,
-	}
+	}, nil
 }
 
 // supersedeIntent is what preflight --supersede generation binds: the

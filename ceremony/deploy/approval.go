@@ -1,0 +1,136 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// The two-person rule's policies (preflight --approval, docs/approval.md
+// §8): ApprovalTwoPerson is the only value command.approval and the Head's
+// approvalPolicy take; ApprovalNone is the flag's way to turn it off (the
+// member is then absent).
+const (
+	ApprovalTwoPerson = "two-person"
+	ApprovalNone      = "none"
+)
+
+// HeadApproval is the approval a transition was applied under, as the
+// apply gate read it from the API server (gate.Check): who proposed, who
+// approved, and the approval object's UID and resourceVersion.
+type HeadApproval struct {
+	Proposer        string `json:"proposer"`
+	Approver        string `json:"approver"`
+	UID             string `json:"uid"`
+	ResourceVersion string `json:"resourceVersion"`
+}
+
+// headRequiresApproval says whether a transition from head needs an
+// approval because of head: its policy is on, or it is applying a
+// transition that carried one (its previous committed Head had the rule on;
+// a supersede of it must not drop the rule).
+func headRequiresApproval(head *Head) bool {
+	return head != nil && (head.ApprovalPolicy == ApprovalTwoPerson || (head.Phase == PhaseApplying && head.Approval != nil))
+}
+
+// ApprovalRequired says whether the transition rec asks for, from head,
+// needs a second person's approval: the Head has the rule on, or the
+// record turns it on (so turning it off is itself approved).
+func ApprovalRequired(head *Head, c Command) bool {
+	return headRequiresApproval(head) || c.Approval == ApprovalTwoPerson
+}
+
+// approvalPolicy is the record's command.approval for preflight
+// --approval flag ("" keeps the Head's policy; no Head: none).
+func approvalPolicy(head *Head, flag string) (string, error) {
+	switch flag {
+	case "":
+		if head != nil && head.ApprovalPolicy == ApprovalTwoPerson {
+			return ApprovalTwoPerson, nil
+		}
+		return "", nil
+	case ApprovalTwoPerson:
+		return ApprovalTwoPerson, nil
+	case ApprovalNone:
+		return "", nil
+	}
+	return "", fail.Errorf(fail.Invalid, "--approval %q: want %q or %q", flag, ApprovalTwoPerson, ApprovalNone)
+}
+
+// preflightProposer is the record's proposer: when the transition needs an
+// approval, the caller as the API server authenticated them
+// (SelfSubjectReview); else "".
+func (o *Options) preflightProposer(ctx context.Context, head *Head, c Command) (string, error) {
+	if !ApprovalRequired(head, c) {
+		return "", nil
+	}
+	me, err := gate.WhoAmI(ctx, o.Cluster.Clientset())
+	if err != nil {
+		return "", err
+	}
+	o.say("preflight: the two-person rule applies to this transition: proposer %s (as the API server authenticated you); propose it with kubectl ql3 propose --preflight FILE", me)
+	return me, nil
+}
+
+// approvalGate is apply's gate (docs/ceremony.md §6.2), before the Head is
+// acquired: when the transition from head needs an approval, the approval
+// object must approve exactly this record, by someone other than its
+// proposer, the proposer being the record's, with the policy enforced
+// (gate.Check). It returns the approval the Head records, nil when none
+// is required.
+func (o *Options) approvalGate(ctx context.Context, head *Head, rec *PreflightRecord) (*HeadApproval, error) {
+	if !ApprovalRequired(head, rec.Command) {
+		return nil, nil
+	}
+	ns := rec.Target.Namespace
+	if rec.Proposer == "" {
+		return nil, fail.Errorf(fail.Invalid, "preflight %s: the two-person rule applies to this transition but the record names no proposer: preflight again with this tool", rec.SelfDigest)
+	}
+	ok, err := gate.Check(ctx, o.Cluster.Clientset(), ns, rec.SelfDigest, rec.CommandDigest, rec.Command.ExpectedHead.String())
+	if err != nil {
+		return nil, fmt.Errorf("apply: the two-person rule applies to this transition: %w", err)
+	}
+	if ok.Proposer != rec.Proposer {
+		return nil, fail.Errorf(fail.Invalid, "apply: %s was proposed by %s, but the record names proposer %s: %s runs kubectl ql3 propose --preflight FILE --replace, then another person approves", gate.What(ns), ok.Proposer, rec.Proposer, rec.Proposer)
+	}
+	o.say("apply: approved by %s (proposed by %s; approval uid %s resourceVersion %s)", ok.Approver, ok.Proposer, ok.UID, ok.ResourceVersion)
+	return &HeadApproval{Proposer: ok.Proposer, Approver: ok.Approver, UID: ok.UID, ResourceVersion: ok.ResourceVersion}, nil
+}
+
+// checkApprovalMembers is the Head's own rule for its approval members
+// (docs/head.md): approvalPolicy absent or two-person; an approval present
+// whenever the policy is on (turning the rule on is approved), its names
+// non-empty and different, its uid and resourceVersion non-empty.
+func (h *Head) checkApprovalMembers() error {
+	switch {
+	case h.ApprovalPolicy != "" && h.ApprovalPolicy != ApprovalTwoPerson:
+		return tamper("head.json: approvalPolicy %q, want %q or absent", h.ApprovalPolicy, ApprovalTwoPerson)
+	case h.ApprovalPolicy == ApprovalTwoPerson && h.Approval == nil:
+		return tamper("head.json: approvalPolicy %s without an approval: generation %d moved without the approval the two-person rule requires", h.ApprovalPolicy, h.Generation)
+	case h.Approval == nil:
+		return nil
+	}
+	a := h.Approval
+	switch {
+	case a.Proposer == "" || a.Approver == "" || a.UID == "" || a.ResourceVersion == "":
+		return tamper("head.json: approval: proposer, approver, uid and resourceVersion are required")
+	case a.Proposer == a.Approver:
+		return tamper("head.json: approval: proposer and approver are both %s: the two-person rule needs two people", a.Proposer)
+	}
+	return nil
+}
+
+// checkApprovalIntent is the record's own rule for its approval members:
+// command.approval absent or two-person; when it is two-person, a
+// proposer (the transition needs an approval).
+func checkApprovalIntent(p *PreflightRecord) error {
+	switch {
+	case p.Command.Approval != "" && p.Command.Approval != ApprovalTwoPerson:
+		return fmt.Errorf("command.approval %q: want %q or absent", p.Command.Approval, ApprovalTwoPerson)
+	case p.Command.Approval == ApprovalTwoPerson && p.Proposer == "":
+		return fmt.Errorf("command.approval %s needs a proposer", ApprovalTwoPerson)
+	}
+	return nil
+}
