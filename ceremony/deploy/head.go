@@ -265,6 +265,9 @@ func ParseHead(data []byte) (*Head, error) {
 	if err := h.validate(); err != nil {
 		return nil, err
 	}
+	if err := h.checkApprovalMembers(); err != nil {
+		return nil, err
+	}
 	want := h
 	if err := want.Seal(); err != nil {
 		return nil, tamper("%v", err)
@@ -321,9 +324,6 @@ func (h *Head) validate() error {
 	}
 	if err := checkRetiredList(t.Kind, h.Phase == PhaseApplying, h.Retired); err != nil {
 		return tamper("head.json: %v", err)
-	}
-	if err := h.checkApprovalMembers(); err != nil {
-		return err
 	}
 	if !mutationIDRE.MatchString(t.MutationID) {
 		return bad("transition.mutationId", "%q is not 32 lowercase hex digits", t.MutationID)
