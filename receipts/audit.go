@@ -379,7 +379,7 @@ func checkChain(rs []audited, base int64, bad map[int64]string) ChainVerdict {
 		if c.PreviousDeployment == nil || *c.PreviousDeployment != p.Deployment {
 			failf("generation %d: previousDeployment is not generation %d's deployment", c.Generation, p.Generation)
 		}
-		for _, reason := range inventoryRule(p, c) {
+		for _, reason := range append(inventoryRule(p, c), approvalRule(p, c)...) {
 			failf("%s", reason)
 		}
 	}

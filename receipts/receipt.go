@@ -32,8 +32,13 @@ type Receipt struct {
 	// Retired lists the objects a retire transition removed, sorted by
 	// identity; the member is absent from every other receipt, whose bytes
 	// are therefore exactly those of receipts written before retirement.
-	Retired    []Retired `json:"retired,omitempty"`
-	SelfDigest string    `json:"selfDigest"`
+	Retired []Retired `json:"retired,omitempty"`
+	// ApprovalPolicy and Approval are the Head's (docs/head.md §2, the
+	// two-person rule): absent when not set, so every receipt without the
+	// rule is byte for byte what it was before.
+	ApprovalPolicy string    `json:"approvalPolicy,omitempty"`
+	Approval       *Approval `json:"approval,omitempty"`
+	SelfDigest     string    `json:"selfDigest"`
 }
 
 // Retired is one object of a retire transition: the UID and

@@ -39,6 +39,12 @@ func (r *Receipt) validate(enc encoded) error {
 		func() error { return r.validateInventory(enc) },
 		r.checkPrevious,
 		r.validateFields,
+		func() error {
+			if err := CheckApproval(r.Generation, r.ApprovalPolicy, r.Approval); err != nil {
+				return fail.Errorf(fail.Tamper, "receipt: %v", err)
+			}
+			return nil
+		},
 		func() error { return r.validateSelf(enc) },
 	} {
 		if err := check(); err != nil {

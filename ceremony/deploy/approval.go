@@ -6,6 +6,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
 // The two-person rule's policies (preflight --approval, docs/approval.md
@@ -13,19 +14,13 @@ import (
 // approvalPolicy take; ApprovalNone is the flag's way to turn it off (the
 // member is then absent).
 const (
-	ApprovalTwoPerson = "two-person"
+	ApprovalTwoPerson = receipts.PolicyTwoPerson
 	ApprovalNone      = "none"
 )
 
 // HeadApproval is the approval a transition was applied under, as the
-// apply gate read it from the API server (gate.Check): who proposed, who
-// approved, and the approval object's UID and resourceVersion.
-type HeadApproval struct {
-	Proposer        string `json:"proposer"`
-	Approver        string `json:"approver"`
-	UID             string `json:"uid"`
-	ResourceVersion string `json:"resourceVersion"`
-}
+// apply gate read it (gate.Check); the receipt carries it as is.
+type HeadApproval = receipts.Approval
 
 // headRequiresApproval says whether a transition from head needs an
 // approval because of head: its policy is on, or it is applying a
@@ -100,24 +95,10 @@ func (o *Options) approvalGate(ctx context.Context, head *Head, rec *PreflightRe
 }
 
 // checkApprovalMembers is the Head's own rule for its approval members
-// (docs/head.md): approvalPolicy absent or two-person; an approval present
-// whenever the policy is on (turning the rule on is approved), its names
-// non-empty and different, its uid and resourceVersion non-empty.
+// (docs/head.md §2): receipts.CheckApproval, tamper on a violation.
 func (h *Head) checkApprovalMembers() error {
-	switch {
-	case h.ApprovalPolicy != "" && h.ApprovalPolicy != ApprovalTwoPerson:
-		return tamper("head.json: approvalPolicy %q, want %q or absent", h.ApprovalPolicy, ApprovalTwoPerson)
-	case h.ApprovalPolicy == ApprovalTwoPerson && h.Approval == nil:
-		return tamper("head.json: approvalPolicy %s without an approval: generation %d moved without the approval the two-person rule requires", h.ApprovalPolicy, h.Generation)
-	case h.Approval == nil:
-		return nil
-	}
-	a := h.Approval
-	switch {
-	case a.Proposer == "" || a.Approver == "" || a.UID == "" || a.ResourceVersion == "":
-		return tamper("head.json: approval: proposer, approver, uid and resourceVersion are required")
-	case a.Proposer == a.Approver:
-		return tamper("head.json: approval: proposer and approver are both %s: the two-person rule needs two people", a.Proposer)
+	if err := receipts.CheckApproval(h.Generation, h.ApprovalPolicy, h.Approval); err != nil {
+		return tamper("head.json: %v", err)
 	}
 	return nil
 }

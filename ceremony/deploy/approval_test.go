@@ -14,6 +14,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
 // twoPerson is one namespace under the printed approval policy, and two
@@ -52,6 +53,16 @@ func (p *twoPerson) preflight(dir, kind, policy string, exp deploy.ExpectedHead)
 		p.t.Fatalf("preflight %s %s: %v", kind, dir, err)
 	}
 	return pf, out
+}
+
+// receipt is the path of generation g's receipt.
+func (p *twoPerson) receipt(g int64) string {
+	p.t.Helper()
+	m, err := filepath.Glob(filepath.Join(p.alice.ReceiptsDir, fmt.Sprintf("%06d-*", g)))
+	if err != nil || len(m) != 1 {
+		p.t.Fatalf("receipt of generation %d: %v %v", g, m, err)
+	}
+	return m[0]
 }
 
 func (p *twoPerson) apply(pf *deploy.PreflightResult) (*deploy.ApplyResult, error) {
@@ -165,6 +176,14 @@ func TestTwoPersonRuleGatesApply(t *testing.T) {
 	h3 := headOf(t, p.ns)
 	if h3.ApprovalPolicy != "" || h3.Approval == nil || h3.Approval.Approver != "bob" {
 		t.Fatalf("head after turning the rule off: policy %q approval %+v", h3.ApprovalPolicy, h3.Approval)
+	}
+	// The receipts carry the approvals, and the chain audits.
+	rep, err := receipts.Audit([]string{p.alice.ReceiptsDir}, receipts.AuditOptions{})
+	if err != nil || !rep.OK() || len(rep.Receipts) != 3 {
+		t.Fatalf("audit of the receipts: %+v, %v", rep, err)
+	}
+	if r := readReceipt(t, p.receipt(2)); r.Approval == nil || *r.Approval != *h2.Approval || r.ApprovalPolicy != deploy.ApprovalTwoPerson {
+		t.Fatalf("receipt 2: policy %q approval %+v, want the Head's %+v", r.ApprovalPolicy, r.Approval, h2.Approval)
 	}
 }
 

@@ -176,6 +176,8 @@ func ReceiptFromHead(h *Head) (*receipts.Receipt, error) {
 		Steps:                 h.Steps,
 		Flags:                 receipts.ExpectedFlags,
 		Retired:               h.Retired,
+		ApprovalPolicy:        h.ApprovalPolicy,
+		Approval:              h.Approval,
 	}
 	if err := r.Seal(); err != nil {
 		return nil, err

@@ -1,0 +1,53 @@
+package receipts
+
+import "fmt"
+
+// PolicyTwoPerson is the only value of approvalPolicy: the two-person rule
+// is on after this generation (docs/approval.md §8).
+const PolicyTwoPerson = "two-person"
+
+// Approval is the approval a generation was applied under, as apply's gate
+// read the approval object from the API server: who proposed, who
+// approved (the usernames the API server authenticated), and the object's
+// UID and resourceVersion.
+type Approval struct {
+	Proposer        string `json:"proposer"`
+	Approver        string `json:"approver"`
+	UID             string `json:"uid"`
+	ResourceVersion string `json:"resourceVersion"`
+}
+
+// CheckApproval is the rule one Head or receipt can check alone
+// (docs/receipts.md §2.6): policy absent or two-person; with the policy
+// on, an approval (turning the rule on, or keeping it, is approved); an
+// approval's four members non-empty and its proposer not its approver.
+// The error names the field.
+func CheckApproval(generation int64, policy string, a *Approval) error {
+	switch {
+	case policy != "" && policy != PolicyTwoPerson:
+		return fmt.Errorf("approvalPolicy %q, want %q or absent", policy, PolicyTwoPerson)
+	case policy == PolicyTwoPerson && a == nil:
+		return fmt.Errorf("approvalPolicy %s without an approval: generation %d moved without the approval the two-person rule requires", policy, generation)
+	case a == nil:
+		return nil
+	case a.Proposer == "" || a.Approver == "" || a.UID == "" || a.ResourceVersion == "":
+		return fmt.Errorf("approval: proposer, approver, uid and resourceVersion are required")
+	case a.Proposer == a.Approver:
+		return fmt.Errorf("approval: proposer and approver are both %q: the two-person rule needs two people", a.Proposer)
+	}
+	return nil
+}
+
+// approvalRule is the chain's rule between generation p and the next
+// receipt c (docs/receipts.md §5.2): c carries an approval exactly when
+// the rule was on at p or c turns it on. A Head moved by a raw write while
+// the rule was on is evident here.
+func approvalRule(p, c *Receipt) []string {
+	switch {
+	case p.ApprovalPolicy == PolicyTwoPerson && c.Approval == nil:
+		return []string{fmt.Sprintf("generation %d moved without an approval while the two-person rule was on (generation %d has approvalPolicy %s)", c.Generation, p.Generation, PolicyTwoPerson)}
+	case p.ApprovalPolicy == "" && c.ApprovalPolicy == "" && c.Approval != nil:
+		return []string{fmt.Sprintf("generation %d carries an approval, but neither it nor generation %d has the two-person rule on", c.Generation, p.Generation)}
+	}
+	return nil
+}
