@@ -389,7 +389,7 @@ func (o *historyOptions) history(ctx context.Context) (*views.HistoryReport, err
 
 func printHistory(w io.Writer, rep *views.HistoryReport) {
 	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintln(tw, "GEN\tTRANSITION\tVERSION\tWHEN\tTOOL\tOBJECTS\tADDED\tRETIRED\tSIGNED BY\tVERDICT\t")
+	fmt.Fprintln(tw, "GEN\tTRANSITION\tVERSION\tWHEN\tTOOL\tOBJECTS\tADDED\tRETIRED\tSIGNED BY\tPROPOSED BY\tAPPROVED BY\tVERDICT\t")
 	dash := func(s string) string { return cmp.Or(s, "-") }
 	for _, e := range rep.Entries {
 		added, retired := "?", "?"
@@ -414,7 +414,11 @@ func printHistory(w io.Writer, rep *views.HistoryReport) {
 		if e.Superseded != nil {
 			added, retired, verdict = "-", "-", fmt.Sprintf("superseded by %d", e.SupersededBy)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", gen, dash(e.Transition), dash(e.Version), dash(e.When), dash(e.ToolVersion), objects, added, retired, key, verdict)
+		approver := dash(e.Approver)
+		if e.Unapproved {
+			approver = "NONE (rule on)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", gen, dash(e.Transition), dash(e.Version), dash(e.When), dash(e.ToolVersion), objects, added, retired, key, dash(e.Proposer), approver, verdict)
 	}
 	_ = tw.Flush()
 	for _, e := range rep.Entries {

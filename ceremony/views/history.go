@@ -48,6 +48,14 @@ type HistoryEntry struct {
 	// generation that superseded it; When is then when it was superseded.
 	Superseded   *receipts.Superseded `json:"superseded,omitempty"`
 	SupersededBy int64                `json:"supersededBy,omitempty"`
+	// The two-person rule (docs/receipts.md §2.6): the receipt's policy
+	// after this generation, who proposed and who approved it; Unapproved
+	// when the previous generation's receipt here has the rule on and this
+	// one carries no approval (a move that bypassed the tool).
+	ApprovalPolicy string `json:"approvalPolicy,omitempty"`
+	Proposer       string `json:"proposer,omitempty"`
+	Approver       string `json:"approver,omitempty"`
+	Unapproved     bool   `json:"unapproved,omitempty"`
 }
 
 // VerdictSuperseded is the verdict of a superseded generation's row: it has
@@ -145,6 +153,9 @@ func History(dir string, head *deploy.Head, ns string) (*HistoryReport, error) {
 			e.Added = inventory.Missing(cur.Inventory, prev.Inventory)
 			e.Retired = inventory.Missing(prev.Inventory, cur.Inventory)
 		}
+		if cur != nil {
+			approvalOf(e, cur, prev)
+		}
 	}
 	rep.Entries = append(rep.Entries, supersededRows(byGen, head)...)
 	if head != nil {
@@ -154,6 +165,16 @@ func History(dir string, head *deploy.Head, ns string) (*HistoryReport, error) {
 		return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.File, b.File))
 	})
 	return rep, nil
+}
+
+// approvalOf fills e's two-person members from its receipt cur and the
+// previous generation's prev (nil when not here).
+func approvalOf(e *HistoryEntry, cur, prev *receipts.Receipt) {
+	e.ApprovalPolicy = cur.ApprovalPolicy
+	if a := cur.Approval; a != nil {
+		e.Proposer, e.Approver = a.Proposer, a.Approver
+	}
+	e.Unapproved = prev != nil && prev.ApprovalPolicy == receipts.PolicyTwoPerson && cur.Approval == nil
 }
 
 // supersededRows are the rows of the generations that never committed
