@@ -1,0 +1,56 @@
+package plugin_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+)
+
+// adminEnv is the environment of the built plugin run as user, a
+// cluster admin (system:masters) with its own client certificate: only
+// the approval policy, not RBAC, stands between them and a forgery.
+func adminEnv(t *testing.T, user string) []string {
+	t.Helper()
+	kc, err := cp.Kubeconfig(user, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"KUBECONFIG=" + kc}
+}
+
+// The README's lifecycle of the two-person rule through the built binary,
+// each person with their own kubeconfig: alice opts in at preflight, apply
+// refuses until bob approved (exit 2), alice proposes, bob approves, alice
+// applies; the receipt audits, and history names both.
+func TestCLITwoPersonLifecycle(t *testing.T) {
+	installApprovalPolicy(t)
+	ns := controlNamespace(t)
+	alice, bob := adminEnv(t, "alice"), adminEnv(t, "bob")
+	pf, rdir := filepath.Join(t.TempDir(), "pf.json"), t.TempDir()
+	_, stderr, code := run(t, alice, "preflight", releaseCopy(t, "v3.0.0", ns, ""), "--transition", "install", "--expected-head", deploy.AbsentToken, "--approval", "two-person", "--out", pf)
+	if code != 0 || !strings.Contains(stderr, "proposer alice") {
+		t.Fatalf("preflight --approval two-person: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := run(t, alice, "apply", "--preflight", pf, "--receipts-dir", rdir); code != 2 || !strings.Contains(stderr, "needs a second person's approval") {
+		t.Fatalf("apply before any approval: exit %d, want 2\n%s", code, stderr)
+	}
+	if _, stderr, code := run(t, alice, "propose", "--preflight", pf); code != 0 {
+		t.Fatalf("propose: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := run(t, bob, "approve", "--preflight", pf, "--reason", "reviewed the diff"); code != 0 {
+		t.Fatalf("approve: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := run(t, alice, "apply", "--preflight", pf, "--receipts-dir", rdir); code != 0 || !strings.Contains(stderr, "approved by bob (proposed by alice") {
+		t.Fatalf("apply after the approval: exit %d\n%s", code, stderr)
+	}
+	if out, stderr, code := run(t, nil, "receipt", "audit", rdir); code != 0 {
+		t.Fatalf("receipt audit: exit %d\n%s\n%s", code, out, stderr)
+	}
+	out, stderr, code := run(t, nil, "history", rdir)
+	row := strings.Fields(strings.Split(out, "\n")[1])
+	if code != 0 || !strings.HasPrefix(out, "GEN ") || len(row) < 12 || row[9] != "alice" || row[10] != "bob" {
+		t.Fatalf("history: exit %d, row %q\n%s\n%s", code, row, out, stderr)
+	}
+}
