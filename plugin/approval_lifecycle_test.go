@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
 
 // adminEnv is the environment of the built plugin run as user, a
@@ -20,14 +21,40 @@ func adminEnv(t *testing.T, user string) []string {
 	return []string{"KUBECONFIG=" + kc}
 }
 
+// oidcApprover is the environment of the built plugin as the OIDC user
+// bob (oidc:bob to the API server), whose token reaches it through the
+// kubeconfig's exec credential plugin, granted exactly the printed
+// approver role in ns by the admin.
+func oidcApprover(t *testing.T, ns string) []string {
+	t.Helper()
+	rbac := mustRun(t, nil, "rbac", "--role", "approver", "-n", ns, "--bind-user", testcluster.OIDCPrefix+"bob")
+	if out, err := kubectlAs(t, cp.AdminKubeconfig, rbac, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply the approver role: %v\n%s", err, out)
+	}
+	return []string{"KUBECONFIG=" + cp.OIDCUser(t, "bob")}
+}
+
 // The README's lifecycle of the two-person rule through the built binary,
 // each person with their own kubeconfig: alice opts in at preflight, apply
 // refuses until bob approved (exit 2), alice proposes, bob approves, alice
-// applies; the receipt audits, and history names both.
+// applies; the receipt audits, and history names both. Bob is a client
+// certificate, then an OIDC identity through the exec plugin (#26 point 4).
 func TestCLITwoPersonLifecycle(t *testing.T) {
+	for _, tt := range []struct {
+		name, approver string
+		env            func(t *testing.T, ns string) []string
+	}{
+		{"certificate", "bob", func(t *testing.T, _ string) []string { return adminEnv(t, "bob") }},
+		{"oidc", testcluster.OIDCPrefix + "bob", oidcApprover},
+	} {
+		t.Run(tt.name, func(t *testing.T) { twoPersonLifecycle(t, tt.approver, tt.env) })
+	}
+}
+
+func twoPersonLifecycle(t *testing.T, approver string, approverEnv func(t *testing.T, ns string) []string) {
 	installApprovalPolicy(t)
 	ns := controlNamespace(t)
-	alice, bob := adminEnv(t, "alice"), adminEnv(t, "bob")
+	alice, bob := adminEnv(t, "alice"), approverEnv(t, ns)
 	pf, rdir := filepath.Join(t.TempDir(), "pf.json"), t.TempDir()
 	_, stderr, code := run(t, alice, "preflight", releaseCopy(t, "v3.0.0", ns, ""), "--transition", "install", "--expected-head", deploy.AbsentToken, "--approval", "two-person", "--out", pf)
 	if code != 0 || !strings.Contains(stderr, "proposer alice") {
@@ -42,7 +69,7 @@ func TestCLITwoPersonLifecycle(t *testing.T) {
 	if _, stderr, code := run(t, bob, "approve", "--preflight", pf, "--reason", "reviewed the diff"); code != 0 {
 		t.Fatalf("approve: exit %d\n%s", code, stderr)
 	}
-	if _, stderr, code := run(t, alice, "apply", "--preflight", pf, "--receipts-dir", rdir); code != 0 || !strings.Contains(stderr, "approved by bob (proposed by alice") {
+	if _, stderr, code := run(t, alice, "apply", "--preflight", pf, "--receipts-dir", rdir); code != 0 || !strings.Contains(stderr, "approved by "+approver+" (proposed by alice") {
 		t.Fatalf("apply after the approval: exit %d\n%s", code, stderr)
 	}
 	if out, stderr, code := run(t, nil, "receipt", "audit", rdir); code != 0 {
@@ -50,7 +77,7 @@ func TestCLITwoPersonLifecycle(t *testing.T) {
 	}
 	out, stderr, code := run(t, nil, "history", rdir)
 	row := strings.Fields(strings.Split(out, "\n")[1])
-	if code != 0 || !strings.HasPrefix(out, "GEN ") || len(row) < 12 || row[9] != "alice" || row[10] != "bob" {
+	if code != 0 || !strings.HasPrefix(out, "GEN ") || len(row) < 12 || row[9] != "alice" || row[10] != approver {
 		t.Fatalf("history: exit %d, row %q\n%s\n%s", code, row, out, stderr)
 	}
 }
