@@ -32,16 +32,22 @@ type twoPerson struct {
 func newTwoPerson(t *testing.T) *twoPerson {
 	ns := targetNamespace(t)
 	gatetest.Install(t, cp.Clientset(), ns)
-	ac, bc := userConfig(t, "alice", "system:masters"), userConfig(t, "bob", "system:masters")
-	aliceC, err := approval.NewClients(ac)
-	if err != nil {
-		t.Fatal(err)
+	p := &twoPerson{ns: ns, t: t}
+	for _, u := range []struct {
+		name string
+		c    *approval.Clients
+	}{{"alice", &p.aliceC}, {"bob", &p.bobC}} {
+		cfg := userConfig(t, u.name, "system:masters")
+		c, err := approval.NewClients(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*u.c = c
+		if u.name == "alice" {
+			p.alice = options(t, cluster(t, cfg), t.TempDir())
+		}
 	}
-	bobC, err := approval.NewClients(bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &twoPerson{ns: ns, alice: options(t, cluster(t, ac), t.TempDir()), aliceC: aliceC, bobC: bobC, t: t}
+	return p
 }
 
 // preflight runs alice's preflight of dir with --approval policy.
