@@ -45,7 +45,7 @@ func TestProposeApproveCheck(t *testing.T) {
 	for _, u := range []struct{ user, role string }{{"alice", approval.RoleProposer}, {"alice", approval.RoleApprover}, {"bob", approval.RoleApprover}, {"exec", approval.RoleExecutor}} {
 		grant(t, u.role, ns, u.user, -1, "")
 	}
-	alice, bob := clients(t, "alice", nil), clients(t, "bob", nil)
+	alice, bob := clients(t, "alice"), clients(t, "bob")
 	pf := preflightRecord(t, ns, "3.0.0")
 	pd, cd := digests(t, pf)
 	res, err := propose(t, alice, pf, false)
@@ -111,24 +111,6 @@ func TestProposeApproveCheck(t *testing.T) {
 	}
 }
 
-// holdPut holds the approval's update (PUT) until release is closed,
-// saying on sent that it is about to send it.
-func holdPut(sent chan<- struct{}, release <-chan struct{}) func(http.RoundTripper) http.RoundTripper {
-	return func(next http.RoundTripper) http.RoundTripper {
-		return rtFunc(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodPut && r.URL.Query().Get("dryRun") == "" && contains(fmt.Errorf("%s", r.URL.Path), record.Name) {
-				close(sent)
-				<-release
-			}
-			return next.RoundTrip(r)
-		})
-	}
-}
-
-type rtFunc func(*http.Request) (*http.Response, error)
-
-func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // Two approvers at once, driven: carol reads the pending approval and her
 // update is held until bob has read, written and finished; exactly one
 // wins (bob), and carol's 409, settled by reading, is a conflict naming
@@ -141,21 +123,22 @@ func TestApproversRaceAndLostAnswer(t *testing.T) {
 		grant(t, approval.RoleApprover, ns, u, -1, "")
 	}
 	pf := preflightRecord(t, ns, "3.0.0")
-	if _, err := propose(t, clients(t, "alice", nil), pf, false); err != nil {
+	if _, err := propose(t, clients(t, "alice"), pf, false); err != nil {
 		t.Fatal(err)
 	}
-	sent, release := make(chan struct{}), make(chan struct{})
-	carol := clients(t, "carol", holdPut(sent, release))
+	carolCfg := cp.User(t, "carol")
+	hold := faults.Hold(carolCfg, faults.Write(http.MethodPut, record.Name))
+	carol := mustClients(t, carolCfg)
 	carolErr := make(chan error, 1)
 	go func() {
 		_, err := decide(carol, pf, record.Approved, "")
 		carolErr <- err
 	}()
-	<-sent // carol has read the pending approval and is about to write
-	if r, err := decide(clients(t, "bob", nil), pf, record.Rejected, "too risky"); err != nil || r.Outcome != record.Rejected {
+	<-hold.Reached() // carol has read the pending approval and is about to write
+	if r, err := decide(clients(t, "bob"), pf, record.Rejected, "too risky"); err != nil || r.Outcome != record.Rejected {
 		t.Fatalf("bob: %+v, %v", r, err)
 	}
-	close(release)
+	hold.Release()
 	if err := <-carolErr; !fail.Is(err, fail.Conflict) || !contains(err, "rejected by bob") {
 		t.Fatalf("carol: %v, want a conflict naming bob", err)
 	}
@@ -166,7 +149,7 @@ func TestApproversRaceAndLostAnswer(t *testing.T) {
 
 	// A lost answer: dave's approval lands, its answer is thrown away.
 	pf2 := preflightRecord(t, ns, "3.0.1")
-	if _, err := propose(t, clients(t, "alice", nil), pf2, false); err != nil {
+	if _, err := propose(t, clients(t, "alice"), pf2, false); err != nil {
 		t.Fatal(err)
 	}
 	cfg := cp.User(t, "dave")
@@ -186,10 +169,10 @@ func TestRolesAreMinimal(t *testing.T) {
 	grant(t, approval.RoleProposer, ns, "alice", -1, "")
 	grant(t, approval.RoleApprover, ns, "bob", -1, "")
 	old := preflightRecord(t, ns, "2.9.0")
-	if _, err := propose(t, clients(t, "alice", nil), old, false); err != nil {
+	if _, err := propose(t, clients(t, "alice"), old, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decide(clients(t, "bob", nil), old, record.Approved, ""); err != nil {
+	if _, err := decide(clients(t, "bob"), old, record.Approved, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Proposing over a decided approval uses every proposer permission.
@@ -198,28 +181,28 @@ func TestRolesAreMinimal(t *testing.T) {
 		user := fmt.Sprintf("proposer-%d", i)
 		t.Run(fmt.Sprintf("proposer without %s of rule %d", rv[1], rv[0]), func(t *testing.T) {
 			grant(t, approval.RoleProposer, ns, user, rv[0].(int), rv[1].(string))
-			if _, err := propose(t, clients(t, user, nil), pf, false); err == nil {
+			if _, err := propose(t, clients(t, user), pf, false); err == nil {
 				t.Fatal("propose succeeded")
 			}
 			cp.NoWrites(t, user, ns, "configmaps")
 		})
 	}
 	grant(t, approval.RoleProposer, ns, "paul", -1, "")
-	if _, err := propose(t, clients(t, "paul", nil), pf, false); err != nil {
+	if _, err := propose(t, clients(t, "paul"), pf, false); err != nil {
 		t.Fatalf("propose with the printed role: %v", err)
 	}
 	for i, rv := range rulesOf(t, approval.RoleApprover) {
 		user := fmt.Sprintf("approver-%d", i)
 		t.Run(fmt.Sprintf("approver without %s of rule %d", rv[1], rv[0]), func(t *testing.T) {
 			grant(t, approval.RoleApprover, ns, user, rv[0].(int), rv[1].(string))
-			if _, err := decide(clients(t, user, nil), pf, record.Approved, ""); err == nil {
+			if _, err := decide(clients(t, user), pf, record.Approved, ""); err == nil {
 				t.Fatal("approve succeeded")
 			}
 			cp.NoWrites(t, user, ns, "configmaps")
 		})
 	}
 	grant(t, approval.RoleApprover, ns, "anna", -1, "")
-	if _, err := decide(clients(t, "anna", nil), pf, record.Approved, ""); err != nil {
+	if _, err := decide(clients(t, "anna"), pf, record.Approved, ""); err != nil {
 		t.Fatalf("approve with the printed role: %v", err)
 	}
 	for i, rv := range rulesOf(t, approval.RoleExecutor) {
@@ -227,7 +210,7 @@ func TestRolesAreMinimal(t *testing.T) {
 		t.Run(fmt.Sprintf("executor without %s of rule %d", rv[1], rv[0]), func(t *testing.T) {
 			grant(t, approval.RoleExecutor, ns, user, rv[0].(int), rv[1].(string))
 			pd, cd := digests(t, pf)
-			if _, err := gate.Check(context.Background(), clients(t, user, nil).CS, ns, pd, cd, deploy.AbsentToken); err == nil {
+			if _, err := gate.Check(context.Background(), clients(t, user).CS, ns, pd, cd, deploy.AbsentToken); err == nil {
 				t.Fatal("check succeeded")
 			}
 			cp.NoWrites(t, user, ns, "configmaps")
@@ -235,7 +218,7 @@ func TestRolesAreMinimal(t *testing.T) {
 	}
 	grant(t, approval.RoleExecutor, ns, "ed", -1, "")
 	pd, cd := digests(t, pf)
-	if _, err := gate.Check(context.Background(), clients(t, "ed", nil).CS, ns, pd, cd, deploy.AbsentToken); err != nil {
+	if _, err := gate.Check(context.Background(), clients(t, "ed").CS, ns, pd, cd, deploy.AbsentToken); err != nil {
 		t.Fatalf("check with the printed role: %v", err)
 	}
 }

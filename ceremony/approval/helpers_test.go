@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,13 +73,9 @@ func preflightRecord(t *testing.T, ns, version string) string {
 
 // clients are user's clients (a client certificate: the API server
 // authenticates user), with wrap on its transport when given.
-func clients(t *testing.T, user string, wrap func(http.RoundTripper) http.RoundTripper) approval.Clients {
+func clients(t *testing.T, user string) approval.Clients {
 	t.Helper()
-	cfg := cp.User(t, user)
-	if wrap != nil {
-		cfg.Wrap(wrap)
-	}
-	return mustClients(t, cfg)
+	return mustClients(t, cp.User(t, user))
 }
 
 func mustClients(t *testing.T, cfg *rest.Config) approval.Clients {
