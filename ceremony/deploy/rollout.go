@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/qinglong/kubectl-ql3/internal/podstatus"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -42,9 +43,6 @@ const (
 	rolloutExplainTimeout = 10 * time.Second
 	revisionAnnotation    = "deployment.kubernetes.io/revision"
 )
-
-// transientWaiting are container waiting reasons that clear by waiting.
-var transientWaiting = map[string]bool{"ContainerCreating": true, "PodInitializing": true}
 
 // podKinds are the apps kinds whose pods converge explains.
 var podKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true}
@@ -171,7 +169,7 @@ func podCauses(items []unstructured.Unstructured, owner types.UID, what string) 
 			continue
 		}
 		pods++
-		cause, s := podCause(&p)
+		cause, s := podstatus.Cause(&p)
 		if cause == "" {
 			continue
 		}
@@ -193,40 +191,4 @@ func podCauses(items []unstructured.Unstructured, owner types.UID, what string) 
 		parts[i] = fmt.Sprintf("%d of %d pod(s) of %s: %s", count[c], pods, what, c)
 	}
 	return rolloutCause{text: strings.Join(parts, "; "), stuck: stuck}
-}
-
-// podCause is why pod p is not Ready ("" when it is, or shows nothing
-// yet) and whether waiting alone will not clear it.
-func podCause(p *corev1.Pod) (string, bool) {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return fmt.Sprintf("not scheduled: %s: %s", c.Reason, c.Message), c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
-		if cause, stuck := containerCause(cs); cause != "" {
-			return cause, stuck
-		}
-	}
-	return "", false
-}
-
-// containerCause is what one container's status says is wrong.
-func containerCause(cs corev1.ContainerStatus) (string, bool) {
-	switch {
-	case cs.State.Waiting != nil && !transientWaiting[cs.State.Waiting.Reason]:
-		w := cs.State.Waiting
-		s := fmt.Sprintf("container %s waiting: %s", cs.Name, w.Reason)
-		if w.Message != "" {
-			s += ": " + w.Message
-		}
-		if t := cs.LastTerminationState.Terminated; t != nil {
-			s += fmt.Sprintf(" (last exit code %d, %s)", t.ExitCode, t.Reason)
-		}
-		return s, true
-	case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
-		t := cs.State.Terminated
-		return fmt.Sprintf("container %s terminated: exit code %d, %s: %s", cs.Name, t.ExitCode, t.Reason, t.Message), true
-	}
-	return "", false
 }

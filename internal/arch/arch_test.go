@@ -82,9 +82,11 @@ var rules = append([]rule{
 		[]string{"k8s.io/", "sigs.k8s.io/", ""}, nil},
 	{"the OCI image archive writer is a leaf of the standard library", []string{"internal/ociarchive"},
 		[]string{"k8s.io/", "sigs.k8s.io/", ""}, nil},
+	{"the pod status reader is a leaf of the pod type: no client, no module package", []string{"internal/podstatus"},
+		[]string{"k8s.io/client-go", "sigs.k8s.io/kustomize", ""}, nil},
 	{"test machinery never ships", []string{"cmd", "plugin", "ceremony", "inventory", "receipts", "krew",
 		"internal/fail", "internal/safefile", "internal/strictjson", "internal/manifestaudit", "internal/crashpoint",
-		"internal/ociarchive", "hack/imagearchive"},
+		"internal/ociarchive", "internal/podstatus", "hack/imagearchive"},
 		[]string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors", "ceremony/approval/gate/gatetest",
 			"ceremony/worker/workertest", "ceremony/package/stagelayout/stagelayouttest"}, nil},
 }, siblingRules()...)
