@@ -209,17 +209,19 @@ func TestJudgeRollout(t *testing.T) {
 		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "private-copy", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "image is not present"}}}}
 	}
 	cases := []struct {
-		name string
-		mut  func(*appsv1.Deployment, []appsv1.ReplicaSet)
-		pods []corev1.Pod
-		want []string // substrings of the pending description; none: settled
+		name  string
+		mut   func(*appsv1.Deployment, []appsv1.ReplicaSet)
+		pods  []corev1.Pod
+		want  []string // substrings of the pending description; none: settled
+		stuck string   // the cause waiting alone does not clear, if any
 	}{
 		{name: "settled", pods: []corev1.Pod{fixturePod("p-new", "new", true, nil)}},
 		{name: "a pod of another owner is not the Worker's", pods: []corev1.Pod{fixturePod("p-new", "new", true, nil), fixturePod("other", "foreign", true, nil)}},
 		{name: "old pod terminating", pods: []corev1.Pod{fixturePod("p-new", "new", true, nil), fixturePod("p-old", "old", true, func(p *corev1.Pod) { p.DeletionTimestamp = &now })},
 			want: []string{"pod p-old of the older ReplicaSet old still exists (Running, terminating)"}},
 		{name: "new pod cannot pull", pods: []corev1.Pod{fixturePod("p-new", "new", false, neverPull)},
-			want: []string{"pod p-new: Pending, init container private-copy waiting: ErrImageNeverPull (image is not present)", "ReplicaSet new: 0 of 1 pods Ready"}},
+			want:  []string{"pod p-new: Pending, init container private-copy waiting: ErrImageNeverPull (image is not present)", "ReplicaSet new: 0 of 1 pods Ready"},
+			stuck: "container private-copy waiting: ErrImageNeverPull: image is not present"},
 		{name: "new pod not scheduled", pods: []corev1.Pod{fixturePod("p-new", "new", false, func(p *corev1.Pod) { p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending })},
 			want: []string{"pod p-new: Pending, not yet scheduled"}},
 		{name: "no new ReplicaSet yet", mut: func(_ *appsv1.Deployment, rss []appsv1.ReplicaSet) {
@@ -239,6 +241,9 @@ func TestJudgeRollout(t *testing.T) {
 				c.mut(dep, rss)
 			}
 			r := judgeRollout(dep, rss, c.pods, want)
+			if r.stuck != c.stuck {
+				t.Fatalf("stuck %q, want %q", r.stuck, c.stuck)
+			}
 			got := strings.Join(r.pending, "; ")
 			if len(c.want) == 0 {
 				if got != "" || r.pod != "p-new" || r.replicaSet != "new" {

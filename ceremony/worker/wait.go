@@ -16,6 +16,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/podstatus"
 )
 
 // Lister is the List of one namespace's objects of a kind; client-go's
@@ -56,6 +57,7 @@ func waitNeeds(ns string) []access.Access {
 type rollout struct {
 	replicaSet, pod string
 	pending         []string
+	stuck           string // a new pod's cause that waiting alone does not clear (podstatus.Cause), "" if none
 }
 
 // waitRollout polls (GET of the Deployment, LIST of its ReplicaSets and
@@ -67,7 +69,7 @@ type rollout struct {
 // says that both objects hold the delivery and what was not yet so.
 func (o *Options) waitRollout(ctx context.Context, d *delivery.Delivery, dn string, want delivery.Stamp, res *Result) error {
 	start := time.Now()
-	var last string
+	var last, stuck string
 	var lastErr error
 	var done *rollout
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, o.Wait, true, func(ctx context.Context) (bool, error) {
@@ -86,6 +88,7 @@ func (o *Options) waitRollout(ctx context.Context, d *delivery.Delivery, dn stri
 			done = r
 			return true, nil
 		}
+		stuck = r.stuck
 		if now := strings.Join(r.pending, "; "); now != last {
 			o.Say.Printf("waiting for the new credential's pod: %s", now)
 			last = now
@@ -109,8 +112,12 @@ func (o *Options) waitRollout(ctx context.Context, d *delivery.Delivery, dn stri
 		why = "no read was answered"
 	}
 	sel := RoleLabel + "=" + RoleValue
-	return fail.Errorf(fail.Unavailable, "%s carries delivery %q and %s holds its token (both written and read back), but after waiting %s the new credential's pod is not Available: %s; rerun the same publish to wait again (it writes nothing more), and look at the pods: kubectl -n %s get pods -l %s",
-		o.deploymentWhat(dn), d.DeliveryID, o.secretWhat(), o.Wait, why, o.Namespace, sel)
+	next := "rerun the same publish to wait again (it writes nothing more)"
+	if stuck != "" {
+		next = fmt.Sprintf("waiting alone will not clear %q: fix it (the image, the pod's spec), then rerun the same publish to wait again (it writes nothing more)", stuck)
+	}
+	return fail.Errorf(fail.Unavailable, "%s carries delivery %q and %s holds its token (both written and read back), but after waiting %s the new credential's pod is not Available: %s; %s, and look at the pods: kubectl -n %s get pods -l %s",
+		o.deploymentWhat(dn), d.DeliveryID, o.secretWhat(), o.Wait, why, next, o.Namespace, sel)
 }
 
 // readRollout reads the Deployment, then its ReplicaSets and pods by its
@@ -193,6 +200,9 @@ func judgeRollout(dep *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1
 			r.pod = p.Name
 		case p.DeletionTimestamp == nil:
 			r.pending = append(r.pending, fmt.Sprintf("pod %s: %s", p.Name, podState(p)))
+			if cause, stuck := podstatus.Cause(p); stuck && r.stuck == "" {
+				r.stuck = cause
+			}
 		}
 	}
 	if newRS == nil {

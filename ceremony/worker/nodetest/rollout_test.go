@@ -430,7 +430,7 @@ func TestPublishWaitTimeout(t *testing.T) {
 	publish := append([]string{"worker", "publish", "--token-digest-key-file", c.dir + "/key"}, common...)
 	out, code := c.run(t, nil, nil, append(publish, "--timeout", "30s")...)
 	for _, want := range []string{`carries delivery "d-a"`, "both written and read back", "after waiting 30s the new credential's pod is not Available",
-		"ErrImageNeverPull", "rerun the same publish to wait again"} {
+		"ErrImageNeverPull", "waiting alone will not clear", "rerun the same publish to wait again"} {
 		if code != 4 || !strings.Contains(out, want) {
 			t.Fatalf("publish --wait of a Worker whose image cannot run: exit %d, want 4 saying %q\n%s", code, want, out)
 		}
