@@ -80,4 +80,5 @@ func twoPersonLifecycle(t *testing.T, approver string, approverEnv func(t *testi
 	if code != 0 || !strings.HasPrefix(out, "GEN ") || len(row) < 12 || row[9] != "alice" || row[10] != approver {
 		t.Fatalf("history: exit %d, row %q\n%s\n%s", code, row, out, stderr)
 	}
+	bypassIsEvident(t, ns, rdir, approver)
 }

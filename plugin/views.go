@@ -16,6 +16,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -244,7 +245,7 @@ func (o *statusOptions) Run(ctx context.Context) error {
 			}
 			last = buf.Bytes()
 		}
-		if err := rep.Err(); err == nil || !o.watch || time.Now().Add(o.interval).After(deadline) {
+		if err := rep.Err(); err == nil || !o.watch || fail.Is(err, fail.Tamper) || time.Now().Add(o.interval).After(deadline) {
 			return err
 		}
 		select {
@@ -283,6 +284,7 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 	if a := rep.Applying; a != nil {
 		fmt.Fprintf(w, "Applying:    mutation %s since %s\nResume:      %s\n", a.MutationID, a.Since, a.Resume)
 	}
+	printApproval(w, rep)
 	fmt.Fprintf(w, "Objects:     %d: %d missing, %d drifted, %d co-owned, %d not Current\n", len(rep.Objects), rep.Missing, rep.Drifted, rep.CoOwned, rep.NotCurrent)
 	if rep.ValuesCompared {
 		fmt.Fprintf(w, "Release:     compared: fields it sets that another client removed are drift\n\n")
@@ -303,6 +305,28 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 		if s.Message != "" && (s.State == views.StateMissing || s.Status != "Current") {
 			fmt.Fprintf(w, "            %s\n", s.Message)
 		}
+	}
+}
+
+// printApproval prints the two-person rule's lines of a status report and
+// the evidence of a Head moved outside the tool.
+func printApproval(w io.Writer, rep *views.StatusReport) {
+	if a := rep.Approval; a != nil {
+		line := "two-person rule " + map[bool]string{true: "on", false: "off"}[a.Policy == deploy.ApprovalTwoPerson] + " after this generation"
+		if ap := a.Applied; ap != nil {
+			line += fmt.Sprintf("; generation %d proposed by %s, approved by %s (approval uid %s)", rep.Generation, ap.Proposer, ap.Approver, ap.UID)
+		}
+		fmt.Fprintf(w, "Approval:    %s\n", line)
+		if o := a.Object; o != nil && o.MatchesHead {
+			who := o.Decision
+			if o.Decision != record.Pending {
+				who += " by " + o.Approver
+			}
+			fmt.Fprintf(w, "Next:        preflight %s proposed by %s against this Head: %s\n", o.PreflightDigest, o.Proposer, who)
+		}
+	}
+	for _, b := range rep.Bypass {
+		fmt.Fprintf(w, "BYPASS:      %s\n", b)
 	}
 }
 

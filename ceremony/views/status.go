@@ -83,6 +83,15 @@ type StatusReport struct {
 	// are only seen then).
 	ValuesCompared bool           `json:"valuesCompared"`
 	Objects        []ObjectStatus `json:"objects"`
+	// HeadWriters are the field managers owning head.json: kubectl-ql3's
+	// alone unless someone wrote the Head outside the tool.
+	HeadWriters []HeadWriter `json:"headWriters"`
+	// Approval is the two-person rule at the Head, when it is on or this
+	// generation was applied under an approval (docs/approval.md §9).
+	Approval *ApprovalStatus `json:"approval,omitempty"`
+	// Bypass is the evidence that this Head was moved outside kubectl-ql3
+	// (so no approval gated the move): tamper, exit 5.
+	Bypass []string `json:"bypass,omitempty"`
 }
 
 // Applied is the release the Head deployed, for Status to compare the live
@@ -94,12 +103,14 @@ type Applied struct {
 }
 
 // Err is the exit class of the report (docs: README "kubectl ql3 status"):
-// nil when the Head is committed and every object is present, in sync and
+// tamper (5) first when the Head was moved outside the tool (Bypass); nil when the Head is committed and every object is present, in sync and
 // Current; conflict (3) when an object is missing, drifted or co-owned or
 // the Head is left applying; unavailable (4) when the only finding is
 // objects not yet Current (retry later).
 func (r *StatusReport) Err() error {
 	switch {
+	case len(r.Bypass) > 0:
+		return fail.Errorf(fail.Tamper, "status %s: the Head was moved outside kubectl-ql3: %s; investigate (the API server's audit log says who; kubectl ql3 history DIR -n %s checks the receipt chain) and do not deploy on top of it until it is explained", r.Namespace, strings.Join(r.Bypass, "; "), r.Namespace)
 	case r.Applying != nil:
 		// First: objects of an applying transition not yet applied show as
 		// missing, and what to do is resume, not investigate drift.
@@ -139,6 +150,9 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 	if h.Phase == deploy.PhaseApplying {
 		rep.Applying = applyingOf(cm, h)
 	}
+	if err := approvalStatus(ctx, c, rep, cm, h); err != nil {
+		return nil, err
+	}
 	if rep.Objects, err = objectStatuses(ctx, c, ns, h, byKey, parallelism); err != nil {
 		return nil, err
 	}
@@ -155,7 +169,7 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 			rep.NotCurrent++
 		}
 	}
-	rep.InSync = rep.Missing+rep.Drifted+rep.CoOwned+rep.NotCurrent == 0 && rep.Applying == nil
+	rep.InSync = rep.Missing+rep.Drifted+rep.CoOwned+rep.NotCurrent == 0 && rep.Applying == nil && len(rep.Bypass) == 0
 	return rep, nil
 }
 

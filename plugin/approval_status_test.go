@@ -1,0 +1,88 @@
+package plugin_test
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
+)
+
+// rawHeadWrite writes h, sealed, over the Head of ns with kubectl replace
+// as the cluster admin and the given extra kubectl flags: a bypass of the
+// tool by someone holding raw write rights.
+func rawHeadWrite(t *testing.T, ns string, h deploy.Head, flags ...string) {
+	t.Helper()
+	if err := h.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := h.ConfigMap(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
+	doc, err := yaml.Marshal(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectlAs(t, cp.AdminKubeconfig, string(doc), append([]string{"replace", "-f", "-"}, flags...)...); err != nil {
+		t.Fatalf("kubectl replace the Head: %v\n%s", err, out)
+	}
+}
+
+// statusBypass runs status -n ns -o json and requires exit 5 with exactly
+// one bypass finding containing want.
+func statusBypass(t *testing.T, ns, want string) {
+	t.Helper()
+	out, stderr, code := run(t, nil, "status", "-n", ns, "-o", "json")
+	var rep views.StatusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 5 || len(rep.Bypass) != 1 || !strings.Contains(rep.Bypass[0], want) || rep.InSync {
+		t.Fatalf("status after a raw Head write: exit %d (want 5), bypass %q (want one containing %q), json error %v\n%s", code, rep.Bypass, want, err, stderr)
+	}
+}
+
+// bypassIsEvident is #26's point 3 after the lifecycle (generation 1
+// applied under alice's proposal and approver's approval, receipts in
+// rdir): status shows who proposed and approved; then an admin moves the
+// Head with kubectl, once spoofing the tool's field manager and claiming
+// that approval for another preflight, once as kubectl replace dropping
+// the rule: status flags each (exit 5), and history against the Head fails
+// the chain.
+func bypassIsEvident(t *testing.T, ns, rdir, approver string) {
+	out, stderr, code := run(t, nil, "status", "-n", ns)
+	want := "Approval:    two-person rule on after this generation; generation 1 proposed by alice, approved by " + approver + " (approval uid "
+	if code != 0 || !strings.Contains(out, want) || strings.Contains(out, "BYPASS") {
+		t.Fatalf("status under the rule: exit %d, want 0 and %q\n%s\n%s", code, want, out, stderr)
+	}
+	h1 := headOf(t, ns)
+	r1, err := deploy.ReceiptFromHead(h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spoof := *h1
+	prev := h1.Current.Deployment
+	spoof.Generation, spoof.Previous, spoof.PreviousReceiptDigest = 2, &prev, r1.SelfDigest
+	spoof.Transition.Kind, spoof.Transition.MutationID, spoof.Current.Version = deploy.TransitionUpgrade, strings.Repeat("cd", 16), "3.0.1"
+	spoof.Transition.PreflightDigest = fmt.Sprintf("sha256:%x", sha256.Sum256([]byte("a preflight nobody approved")))
+	rawHeadWrite(t, ns, spoof, "--field-manager", deploy.HeadFieldManager)
+	statusBypass(t, ns, "that object is approved by \""+approver+"\", proposed by alice, of preflight "+h1.Transition.PreflightDigest+": an approval the API server did not attest")
+	h2 := headOf(t, ns)
+	r2, err := deploy.ReceiptFromHead(h2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := *h2
+	prev2 := h2.Current.Deployment
+	dropped.Generation, dropped.Previous, dropped.PreviousReceiptDigest = 3, &prev2, r2.SelfDigest
+	dropped.Current.Version, dropped.ApprovalPolicy, dropped.Approval = "3.0.2", "", nil
+	rawHeadWrite(t, ns, dropped)
+	statusBypass(t, ns, `head.json was written by field manager "kubectl-replace"`)
+	if out, stderr, code := run(t, nil, "history", rdir, "-n", ns); code != 5 {
+		t.Fatalf("history against the raw Head: exit %d, want 5\n%s\n%s", code, out, stderr)
+	}
+}
