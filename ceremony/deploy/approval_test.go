@@ -87,21 +87,26 @@ func (p *twoPerson) approve(path string) {
 	}
 }
 
-// refusedNoHeadWrite checks that apply of pf is refused as invalid
-// (exit 2) with a message containing want, the Head left exactly as it was,
-// and no write of the Head by alice in the audit log during the apply.
+// refusedNoHeadWrite checks that apply of pf is refused as refused checks.
 func (p *twoPerson) refusedNoHeadWrite(pf *deploy.PreflightResult, want string) {
 	p.t.Helper()
+	p.refused("apply", func() error { _, err := p.apply(pf); return err }, want)
+}
+
+// refused checks that run (alice's command what) is refused as invalid
+// (exit 2) with a message containing want, the Head left exactly as it
+// was, and no write of the Head by alice in the audit log during the run.
+func (p *twoPerson) refused(what string, run func() error, want string) {
+	p.t.Helper()
 	before, writes := headOf(p.t, p.ns), p.headWrites()
-	_, err := p.apply(pf)
-	if !fail.Is(err, fail.Invalid) || !strings.Contains(fmt.Sprint(err), want) {
-		p.t.Fatalf("apply without the approval: %v, want exit 2 saying %q", err, want)
+	if err := run(); !fail.Is(err, fail.Invalid) || !strings.Contains(fmt.Sprint(err), want) {
+		p.t.Fatalf("%s without the approval: %v, want exit 2 saying %q", what, err, want)
 	}
 	if after := headOf(p.t, p.ns); after.SelfDigest != before.SelfDigest {
-		p.t.Fatalf("a refused apply moved the Head: generation %d -> %d", before.Generation, after.Generation)
+		p.t.Fatalf("a refused %s moved the Head: generation %d -> %d", what, before.Generation, after.Generation)
 	}
 	if n := p.headWrites(); n != writes {
-		p.t.Fatalf("audit log: alice wrote the Head %d time(s) during a refused apply", n-writes)
+		p.t.Fatalf("audit log: alice wrote the Head %d time(s) during a refused %s", n-writes, what)
 	}
 }
 
