@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
@@ -92,6 +93,19 @@ func (o *Options) approvalGate(ctx context.Context, head *Head, rec *PreflightRe
 	}
 	o.say("apply: approved by %s (proposed by %s; approval uid %s resourceVersion %s)", ok.Approver, ok.Proposer, ok.UID, ok.ResourceVersion)
 	return &HeadApproval{Proposer: ok.Proposer, Approver: ok.Approver, UID: ok.UID, ResourceVersion: ok.ResourceVersion}, nil
+}
+
+// gateRefusal is an error of apply's gate: the Head was not acquired, so
+// the record is applied again (apply --preflight), never resumed, once
+// the approval is in place.
+type gateRefusal struct{ error }
+
+func (g gateRefusal) Unwrap() error { return g.error }
+
+// isGateRefusal says whether err is apply's gate refusing.
+func isGateRefusal(err error) bool {
+	var g gateRefusal
+	return errors.As(err, &g)
 }
 
 // checkApprovalMembers is the Head's own rule for its approval members

@@ -83,7 +83,7 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	}
 	if !ours {
 		if applying.Approval, err = o.approvalGate(ctx, head, rec); err != nil {
-			return nil, err
+			return nil, gateRefusal{err}
 		}
 		if err := applying.Seal(); err != nil {
 			return nil, err
