@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/qinglong/kubectl-ql3/ceremony/approval"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
@@ -99,9 +97,7 @@ func TestRollbackUnderTheRule(t *testing.T) {
 
 	// Without an approval: alice withdraws the upgrade's (the proposer
 	// role may delete it).
-	if err := p.aliceC.CS.CoreV1().ConfigMaps(p.ns).Delete(ctx, record.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	p.withdraw()
 	rb1, _ := p.rollbackRefused(v300, h2.Expected(), "absent: this preflight needs a second person's approval")
 	if rb1.Command.Transition != deploy.TransitionRollback || rb1.Command.Approval != deploy.ApprovalTwoPerson || rb1.Proposer != "alice" {
 		t.Fatalf("rollback record: transition %q approval %q proposer %q, want rollback keeping two-person, proposed by alice", rb1.Command.Transition, rb1.Command.Approval, rb1.Proposer)
@@ -163,12 +159,7 @@ func TestSupersedeUnderTheRule(t *testing.T) {
 func supersedeUnderTheRule(t *testing.T, flag, policy string) {
 	p := newTwoPerson(t)
 	v300 := release(t, "v3.0.0", p.ns, "")
-	pf1, path1 := p.preflight(v300, deploy.TransitionInstall, deploy.ApprovalTwoPerson, deploy.ExpectedHead{})
-	p.approve(path1)
-	if _, err := p.apply(pf1); err != nil {
-		t.Fatal(err)
-	}
-	h1 := headOf(t, p.ns)
+	h1 := p.installUnderTheRule(v300)
 	stuckPF, stuckPath := p.preflight(neverConverges(t, p.ns, "3.0.5"), deploy.TransitionUpgrade, flag, h1.Expected())
 	p.approve(stuckPath)
 	short := p.alice

@@ -20,12 +20,7 @@ import (
 func TestRawHeadWriteBreaksTheAuditChain(t *testing.T) {
 	p := newTwoPerson(t)
 	v300 := release(t, "v3.0.0", p.ns, "")
-	pf, path := p.preflight(v300, deploy.TransitionInstall, deploy.ApprovalTwoPerson, deploy.ExpectedHead{})
-	p.approve(path)
-	if _, err := p.apply(pf); err != nil {
-		t.Fatal(err)
-	}
-	h1 := headOf(t, p.ns)
+	h1 := p.installUnderTheRule(v300)
 	r1, err := deploy.ReceiptFromHead(h1)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/qinglong/kubectl-ql3/ceremony/approval"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate/gatetest"
@@ -84,6 +86,28 @@ func (p *twoPerson) approve(path string) {
 	}
 	if _, err := approval.Decide(ctx, p.bobC, approval.DecideRequest{Record: path, Decision: record.Approved, Reason: "reviewed"}); err != nil {
 		p.t.Fatalf("bob approves %s: %v", path, err)
+	}
+}
+
+// installUnderTheRule installs dir with the rule on: alice preflights
+// with --approval two-person and proposes, bob approves, alice applies. It
+// returns the committed Head.
+func (p *twoPerson) installUnderTheRule(dir string) *deploy.Head {
+	p.t.Helper()
+	pf, path := p.preflight(dir, deploy.TransitionInstall, deploy.ApprovalTwoPerson, deploy.ExpectedHead{})
+	p.approve(path)
+	if _, err := p.apply(pf); err != nil {
+		p.t.Fatalf("apply of the approved install: %v", err)
+	}
+	return headOf(p.t, p.ns)
+}
+
+// withdraw is alice deleting the namespace's approval object (the
+// proposer role may), leaving none.
+func (p *twoPerson) withdraw() {
+	p.t.Helper()
+	if err := p.aliceC.CS.CoreV1().ConfigMaps(p.ns).Delete(context.Background(), record.Name, metav1.DeleteOptions{}); err != nil {
+		p.t.Fatalf("alice withdraws the approval: %v", err)
 	}
 }
 
