@@ -3,6 +3,7 @@
 package safefile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,5 +118,33 @@ func TestReadFileChangedDuringRead(t *testing.T) {
 				t.Fatalf("Read = %v, want unavailable: changed while being read", err)
 			}
 		})
+	}
+}
+
+// OpenRegular refuses a named pipe without blocking (nobody writes to
+// it), and a directory; it opens a regular file and a link to one.
+func TestOpenRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo, file, link := filepath.Join(dir, "pipe"), filepath.Join(dir, "f"), filepath.Join(dir, "l")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, dir, filepath.Join(dir, "absent")} {
+		if f, err := OpenRegular(p); !fail.Is(err, fail.Invalid) || !strings.Contains(fmt.Sprint(err), p) {
+			t.Errorf("%s: %v %v, want invalid input naming it", p, f, err)
+		}
+	}
+	for _, p := range []string{file, link} {
+		f, err := OpenRegular(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		f.Close()
 	}
 }

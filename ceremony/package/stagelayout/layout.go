@@ -13,6 +13,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/internal/strictjson"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
@@ -69,14 +70,14 @@ func openLayout(dir string) (*layout, error) {
 
 func (l *layout) Close() error { return l.root.Close() }
 
-// open opens name in the layout for reading without blocking (openFlags:
+// open opens name in the layout for reading without blocking (safefile.NonblockFlag:
 // O_NONBLOCK where there are FIFOs, so a named pipe cannot hold the open
 // itself) and checks, on the open file, that it is a regular file: a
 // FIFO, device or directory is refused before a byte is read. Failures
 // are unavailable, wrapping the cause (fs.ErrNotExist for an absent name);
 // errors call the file what.
 func (l *layout) open(name, what string) (*os.File, error) {
-	f, err := l.root.OpenFile(name, os.O_RDONLY|openFlags, 0)
+	f, err := l.root.OpenFile(name, os.O_RDONLY|safefile.NonblockFlag, 0)
 	if err != nil {
 		return nil, fail.Errorf(fail.Unavailable, "stage evidence: read %s: %w", what, unwrapPath(err))
 	}

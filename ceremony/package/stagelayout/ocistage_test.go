@@ -1,7 +1,7 @@
 //go:build unix
 
 // The layout tests include named pipes (fifo_unix_test.go): they run where
-// the verifier opens files with O_NONBLOCK (open_unix.go).
+// the verifier opens files with O_NONBLOCK (safefile.NonblockFlag).
 
 package stagelayout_test
 
