@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -16,6 +15,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/package/pointer"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -146,7 +146,7 @@ func readIntent(file string) (intent.Intent, error) {
 
 // readBounded reads at most max bytes of file; a longer file is an error.
 func readBounded(file string, max int64) ([]byte, error) {
-	f, err := os.Open(file)
+	f, err := safefile.OpenRegular(file)
 	if err != nil {
 		return nil, err
 	}

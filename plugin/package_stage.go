@@ -9,12 +9,10 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
-
-// maxBundleBytes bounds the bundle `package stage` reads into memory.
-const maxBundleBytes = 1 << 30
 
 // StagedReport is what `kubectl ql3 package stage -o json|yaml` prints:
 // the evidence an intent for the stage carries.
@@ -92,9 +90,15 @@ func (o *packageStageOptions) Run() error {
 	if p.Lock, err = readBounded(o.lock, 1<<20); err != nil {
 		return fail.Errorf(fail.Invalid, "--lock %s: %w", o.lock, err)
 	}
-	if p.Bundle, err = readBounded(o.bundle, maxBundleBytes); err != nil {
+	bundle, err := safefile.OpenRegular(o.bundle)
+	if err != nil {
 		return fail.Errorf(fail.Invalid, "--bundle %s: %w", o.bundle, err)
 	}
+	defer bundle.Close()
+	if fi, err := bundle.Stat(); err != nil || fi.Size() == 0 {
+		return fail.Errorf(fail.Invalid, "--bundle %s: the bundle must not be empty (%v)", o.bundle, err)
+	}
+	p.Bundle = bundle // streamed into the layout, hashed while copied
 	if o.adapter == "" {
 		p.Evidence, err = canon.Canonical(map[string]string{"adapter": "oci-layout", "stagedBy": "kubectl-ql3 package stage"})
 	} else {

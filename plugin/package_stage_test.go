@@ -118,6 +118,8 @@ func TestCLIPackageStageBadInput(t *testing.T) {
 		{"bad name", []string{"--name", "Bad Name"}, "is not an OCI repository name"},
 		{"empty lock", []string{"--lock", empty}, "must not be empty"},
 		{"missing bundle", []string{"--bundle", filepath.Join(dir, "nope")}, "--bundle"},
+		{"empty bundle", []string{"--bundle", empty}, "the bundle must not be empty"},
+		{"a directory as the bundle", []string{"--bundle", notLayout}, "not a regular file"},
 		{"not a layout", []string{"--layout", notLayout}, "is not an OCI layout"},
 		{"a shared key file", []string{"--signing-key", world}, "--signing-key"},
 	} {

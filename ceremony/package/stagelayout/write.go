@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"slices"
 
 	"github.com/opencontainers/go-digest"
@@ -30,9 +32,12 @@ type Package struct {
 	// Evidence is the stage config blob: what the stage adapter records
 	// about where the bundle came from; bound by digest, not interpreted.
 	Evidence []byte
-	// Lock is the package lock layer; Bundle the package bundle layer
-	// (tar+gzip; bound by digest, not interpreted).
-	Lock, Bundle []byte
+	// Lock is the package lock layer.
+	Lock []byte
+	// Bundle is read once, to its end, as the package bundle layer
+	// (tar+gzip; bound by digest, not interpreted): hashed while it is
+	// copied into the layout, never held in memory whole.
+	Bundle io.Reader
 }
 
 // Staged is a package written into a layout.
@@ -60,7 +65,7 @@ func WritePackage(dir string, p Package) (*Staged, error) {
 	if err := intent.CheckName("--name", p.Name); err != nil {
 		return nil, fail.Errorf(fail.Invalid, "stage: %v", err)
 	}
-	if len(p.Lock) == 0 || len(p.Bundle) == 0 || len(p.Evidence) == 0 {
+	if len(p.Lock) == 0 || p.Bundle == nil || len(p.Evidence) == 0 {
 		return nil, fail.Errorf(fail.Invalid, "stage: the lock, the bundle and the adapter evidence must not be empty")
 	}
 	w, err := openWriter(dir)
@@ -69,13 +74,13 @@ func WritePackage(dir string, p Package) (*Staged, error) {
 	}
 	defer w.root.Close()
 	s := &Staged{}
+	if s.Bundle, err = w.stream(MediaTypeBundle, p.Bundle); err != nil {
+		return nil, err
+	}
 	if s.Config, err = w.blob(MediaTypeStageConfig, p.Evidence); err != nil {
 		return nil, err
 	}
 	if s.Lock, err = w.blob(MediaTypeLock, p.Lock); err != nil {
-		return nil, err
-	}
-	if s.Bundle, err = w.blob(MediaTypeBundle, p.Bundle); err != nil {
 		return nil, err
 	}
 	m := Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: MediaTypeManifest,
@@ -174,25 +179,93 @@ func (w *writer) unavailable(name string, err error) error {
 
 // file writes name whole: a temporary file renamed over it.
 func (w *writer) file(name string, data []byte) error {
-	var r [8]byte
-	_, _ = rand.Read(r[:])
-	tmp := name + ".tmp-" + hex.EncodeToString(r[:])
-	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return w.unavailable(name, err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	return w.fileFrom(name, func(f io.Writer) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+// fileFrom writes name whole from write: into a temporary file in name's
+// directory, renamed over name once write and the close succeeded; name
+// may be chosen only once the bytes are written (stream).
+func (w *writer) fileFrom(name string, write func(io.Writer) error) error {
+	tmp, err := w.temp(path.Dir(name), write)
 	if err == nil {
-		err = w.root.Rename(tmp, name)
+		if err = w.root.Rename(tmp, name); err != nil {
+			_ = w.root.Remove(tmp)
+		}
 	}
 	if err != nil {
-		_ = w.root.Remove(tmp)
 		return w.unavailable(name, err)
 	}
 	return nil
+}
+
+// temp writes a new temporary file in dir with write and returns its
+// name; on any error it is removed.
+func (w *writer) temp(dir string, write func(io.Writer) error) (string, error) {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	tmp := path.Join(dir, ".tmp-"+hex.EncodeToString(r[:]))
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = w.root.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// stream copies r to its end into a blob, hashing while it copies, and
+// returns its descriptor. A read error is the input's, as is nothing to
+// read (invalid, the temporary file removed); a write error the layout's
+// (unavailable).
+func (w *writer) stream(mediaType string, r io.Reader) (Descriptor, error) {
+	h := digest.Canonical.Digester()
+	var n int64
+	var readErr error
+	tmp, err := w.temp("blobs/sha256", func(f io.Writer) error {
+		var err error
+		n, err = io.Copy(io.MultiWriter(f, h.Hash()), readerErr{r, &readErr})
+		return err
+	})
+	if readErr != nil {
+		return Descriptor{}, fail.Errorf(fail.Invalid, "stage: read the bundle: %v", readErr)
+	}
+	if err != nil {
+		return Descriptor{}, w.unavailable("blobs/sha256", err)
+	}
+	if n == 0 {
+		_ = w.root.Remove(tmp)
+		return Descriptor{}, fail.Errorf(fail.Invalid, "stage: the lock, the bundle and the adapter evidence must not be empty")
+	}
+	d := Descriptor{MediaType: mediaType, Digest: h.Digest(), Size: n}
+	if err := w.root.Rename(tmp, blobPath(d.Digest)); err != nil {
+		_ = w.root.Remove(tmp)
+		return Descriptor{}, w.unavailable(blobPath(d.Digest), err)
+	}
+	return d, nil
+}
+
+// readerErr records its reader's error, so a copy's failure can be told
+// apart: the input's, or the destination's.
+type readerErr struct {
+	r   io.Reader
+	err *error
+}
+
+func (r readerErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		*r.err = err
+	}
+	return n, err
 }
 
 // blob writes data as a blob and returns its descriptor.

@@ -5,6 +5,7 @@
 package stagelayouttest
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/json"
@@ -89,7 +90,7 @@ func (s *Stage) Intent() intent.Intent {
 // package stage` does, and returns it. The manifest is tagged "v1".
 func Write(dir string, spec Spec) (*Stage, error) {
 	spec = spec.withDefaults()
-	st, err := stagelayout.WritePackage(dir, stagelayout.Package{Name: spec.Name, Tag: "v1", Evidence: spec.Config, Lock: spec.Lock, Bundle: spec.Bundle})
+	st, err := stagelayout.WritePackage(dir, stagelayout.Package{Name: spec.Name, Tag: "v1", Evidence: spec.Config, Lock: spec.Lock, Bundle: bytes.NewReader(spec.Bundle)})
 	if err != nil {
 		return nil, err
 	}
