@@ -194,12 +194,12 @@ func judgeRollout(dep *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1
 		}
 		switch {
 		case newRS == nil || c.UID != newRS.UID:
-			r.pending = append(r.pending, fmt.Sprintf("pod %s of the older ReplicaSet %s still exists (%s)", p.Name, owned[c.UID], podState(p)))
-		case p.DeletionTimestamp == nil && podReady(p):
+			r.pending = append(r.pending, fmt.Sprintf("pod %s of the older ReplicaSet %s still exists (%s)", p.Name, owned[c.UID], podstatus.State(p)))
+		case p.DeletionTimestamp == nil && podstatus.Ready(p):
 			ready++
 			r.pod = p.Name
 		case p.DeletionTimestamp == nil:
-			r.pending = append(r.pending, fmt.Sprintf("pod %s: %s", p.Name, podState(p)))
+			r.pending = append(r.pending, fmt.Sprintf("pod %s: %s", p.Name, podstatus.State(p)))
 			if cause, stuck := podstatus.Cause(p); stuck && r.stuck == "" {
 				r.stuck = cause
 			}
@@ -217,66 +217,4 @@ func judgeRollout(dep *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1
 		r.pending = append(r.pending, fmt.Sprintf("the Deployment's status counts %d updated, %d available, %d in all of %d", ds.UpdatedReplicas, ds.AvailableReplicas, ds.Replicas, replicas))
 	}
 	return r
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// podState says where a pod is: its phase, terminating, unscheduled with
-// the scheduler's reason, and each container waiting (reason: message)
-// or terminated with an error.
-func podState(p *corev1.Pod) string {
-	phase := string(p.Status.Phase)
-	if phase == "" {
-		phase = "no phase reported yet"
-	}
-	parts := []string{phase}
-	if p.DeletionTimestamp != nil {
-		parts = append(parts, "terminating")
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
-			parts = append(parts, "not scheduled: "+reason(c.Reason, c.Message))
-		}
-	}
-	if p.Spec.NodeName == "" && len(parts) == 1 {
-		parts = append(parts, "not yet scheduled")
-	}
-	for _, s := range []struct {
-		kind string
-		sts  []corev1.ContainerStatus
-	}{{"init container", p.Status.InitContainerStatuses}, {"container", p.Status.ContainerStatuses}} {
-		for _, cs := range s.sts {
-			switch st := cs.State; {
-			case st.Waiting != nil:
-				parts = append(parts, fmt.Sprintf("%s %s waiting: %s", s.kind, cs.Name, reason(st.Waiting.Reason, st.Waiting.Message)))
-			case st.Terminated != nil && st.Terminated.ExitCode != 0:
-				parts = append(parts, fmt.Sprintf("%s %s terminated: %s (exit %d)", s.kind, cs.Name, reason(st.Terminated.Reason, st.Terminated.Message), st.Terminated.ExitCode))
-			}
-		}
-	}
-	if len(parts) == 1 && p.Status.Phase == corev1.PodRunning && !podReady(p) {
-		parts = append(parts, "not Ready")
-	}
-	return strings.Join(parts, ", ")
-}
-
-// reason is "Reason (message)", the message cut to 200 bytes.
-func reason(r, msg string) string {
-	if r == "" {
-		r = "no reason given"
-	}
-	if msg == "" {
-		return r
-	}
-	if len(msg) > 200 {
-		msg = msg[:200] + "…"
-	}
-	return r + " (" + msg + ")"
 }

@@ -1,6 +1,8 @@
 // Package podstatus reads from a pod's status why it is not Ready, for the
 // ceremonies that wait for pods (converge in deploy, publish --wait in
-// worker): one rule for which causes waiting alone does not clear.
+// worker): one rule for which causes waiting alone does not clear; and
+// one description of where a pod is (State), for their progress and for
+// the tests' failure messages.
 package podstatus
 
 import (
