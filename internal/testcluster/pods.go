@@ -9,33 +9,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/qinglong/kubectl-ql3/internal/podstatus"
 )
 
 // PodReady says whether p is Running with its Ready condition true.
 func PodReady(p corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return p.Status.Phase == corev1.PodRunning && podstatus.Ready(&p)
 }
 
-// DescribePods is each pod's name, phase and waiting containers' reasons,
-// for a failure message.
+// DescribePods is each pod's name and where it is (podstatus.State, as
+// the ceremonies describe pods), for a failure message.
 func DescribePods(pods []corev1.Pod) string {
 	var b strings.Builder
-	for _, p := range pods {
-		b.WriteString(p.Name + " " + string(p.Status.Phase))
-		for _, c := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			if c.State.Waiting != nil {
-				b.WriteString(" " + c.Name + " waiting: " + c.State.Waiting.Reason + " " + c.State.Waiting.Message)
-			}
-		}
-		b.WriteString("; ")
+	for i := range pods {
+		b.WriteString(pods[i].Name + ": " + podstatus.State(&pods[i]) + "; ")
 	}
 	return b.String()
 }
