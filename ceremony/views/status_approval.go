@@ -10,6 +10,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -73,6 +74,9 @@ func approvalStatus(ctx context.Context, c deploy.Cluster, rep *StatusReport, cm
 		a.Policy = h.ApprovalPolicy
 	}
 	ocm, obj, present, err := gate.Read(ctx, c.Clientset(), rep.Namespace)
+	if err != nil && !fail.Is(err, fail.Tamper) {
+		return fmt.Errorf("under the two-person rule status reads the approval object too (`kubectl ql3 rbac --role executor-approval -n %s` grants get on it): %w", rep.Namespace, err)
+	}
 	if err != nil {
 		return err
 	}
