@@ -35,6 +35,7 @@ var cases = []caseDef{
 	{"badinput", caseBadInput},
 	{"privilege", caseLeastPrivilege},
 	{"pointer", casePointer},
+	{"approval", caseApproval},
 }
 
 func main() {

@@ -1,0 +1,409 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	apprec "github.com/qinglong/kubectl-ql3/ceremony/approval/record"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/internal/faults"
+)
+
+// --- racing approvers ----------------------------------------------------------
+
+type approvalRaceTally struct {
+	winners, approvedWins, conflicts, settledByRead, settledByStatus, loserWrites, commits, refused int
+}
+
+// approvalRace: one proposal, six approvers at once (one in three
+// rejects), every third losing its write's answer.
+func (c *campaign) approvalRace(cs *caseState) Row {
+	const n = 6
+	runs := c.runs(10, 1)
+	row := Row{Case: "approval: racing approvers (6 processes, every third losing its answer)", Runs: runs,
+		Expected: "exactly 1 decision lands per proposal (exit 0, or 4 settled by approval status); the rest exit 3 naming the winner; no successful write by a loser; apply commits recording the winner (a winning reject: apply exits 2, Head untouched)"}
+	t0 := time.Now()
+	var t approvalRaceTally
+	for run := range runs {
+		if err := c.approvalRaceRun(n, cs.rng(run), &t); err != nil {
+			cs.failf("run %d: %v [replay: -seed %d -case approval]", run, err, cs.seed)
+		}
+	}
+	row.Observed = fmt.Sprintf("%d winners for %d proposals (%d approve, %d reject); %d losers exited 3 naming the winner; %d decisions settled by reading, %d by approval status; %d successful writes by losers; %d applies committed with the winner, %d refused after a reject",
+		t.winners, runs, t.approvedWins, t.winners-t.approvedWins, t.conflicts, t.settledByRead, t.settledByStatus, t.loserWrites, t.commits, t.refused)
+	row.Pass = t.winners == runs && t.loserWrites == 0 && t.commits+t.refused == runs && len(cs.failures()) == 0
+	row.Details = map[string]any{"winners": t.winners, "approvedWins": t.approvedWins, "conflicts": t.conflicts, "settledByRead": t.settledByRead,
+		"settledByStatus": t.settledByStatus, "loserWrites": t.loserWrites, "commits": t.commits, "refusedAfterReject": t.refused}
+	row.Seconds = time.Since(t0).Seconds()
+	row.Failures = cs.failures()
+	cs.fail, cs.nf = nil, 0
+	return row
+}
+
+type racer struct {
+	user, kc, verb string
+	res            procResult
+}
+
+func decisionOf(verb string) string {
+	if verb == "reject" {
+		return apprec.Rejected
+	}
+	return apprec.Approved
+}
+
+func (c *campaign) approvalRaceRun(n int, rng *rand.Rand, t *approvalRaceTally) error {
+	p, err := c.newTwoPerson("apprrace", false)
+	if err != nil {
+		return err
+	}
+	if r := c.runBinary(p.aliceKC, nil, "propose", "--preflight", p.pf); r.code != 0 {
+		return fmt.Errorf("propose: exit %d: %s", r.code, r.stderr)
+	}
+	rs, err := c.race(p, n, rng)
+	if err != nil {
+		return err
+	}
+	win, err := c.judgeRace(p, rs, t)
+	if err != nil {
+		return err
+	}
+	r := c.apply(p, p.aliceKC)
+	if win.verb == "approve" {
+		if r.code != 0 {
+			return fmt.Errorf("apply after %s approved: exit %d: %s", win.user, r.code, r.stderr)
+		}
+		if err := c.committedWith(p, win.user); err != nil {
+			return err
+		}
+		t.commits++
+		return nil
+	}
+	if r.code != 2 || !strings.Contains(r.stderr, "rejected by "+win.user) {
+		return fmt.Errorf("apply after %s rejected: exit %d, want 2 naming the rejection: %s", win.user, r.code, r.stderr)
+	}
+	if err := c.headUntouched(p); err != nil {
+		return err
+	}
+	t.refused++
+	return nil
+}
+
+// race runs n approvers at once, each its own user; every third through a
+// proxy that drops the answer to its update.
+func (c *campaign) race(p *twoPerson, n int, rng *rand.Rand) ([]*racer, error) {
+	rs := make([]*racer, n)
+	for i := range rs {
+		u, kc, err := c.user("approver", "system:masters")
+		if err != nil {
+			return nil, err
+		}
+		var match faults.Match
+		if i%3 == 0 {
+			match = approvalUpdate(p.ns)
+		}
+		lkc, _, stop, err := c.lossyKubeconfig(kc, p.ns, match)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		verb := "approve"
+		if rng.IntN(3) == 0 {
+			verb = "reject"
+		}
+		rs[i] = &racer{user: u, kc: lkc, verb: verb}
+	}
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.res = c.decide(p, r.kc, r.verb) }()
+	}
+	wg.Wait()
+	return rs, nil
+}
+
+// judgeRace finds the one winner (exit 0, or exit 4 settled by approval
+// status), checks the object holds its decision, that every loser exited 3
+// naming it, and the audit log: one successful update by the winner, none
+// by a loser.
+func (c *campaign) judgeRace(p *twoPerson, rs []*racer, t *approvalRaceTally) (*racer, error) {
+	var wins, losers []*racer
+	for _, r := range rs {
+		switch r.res.code {
+		case 0:
+			res, err := result(r.res)
+			if err != nil || res.Outcome != decisionOf(r.verb) || res.Approval.Approver != r.user {
+				return nil, fmt.Errorf("%s %s: exit 0 but outcome %q approver %q (%v)", r.user, r.verb, res.Outcome, res.Approval.Approver, err)
+			}
+			if res.Settled {
+				t.settledByRead++
+			}
+			wins = append(wins, r)
+		case 3:
+			losers = append(losers, r)
+		case 4:
+			st, sr := c.approvalStatus(p.ns)
+			if sr.code != 0 || st.Approval == nil {
+				return nil, fmt.Errorf("%s: exit 4, then approval status exit %d: %s", r.user, sr.code, sr.stderr)
+			}
+			t.settledByStatus++
+			if st.Approval.Approver == r.user && st.Approval.Decision == decisionOf(r.verb) {
+				wins = append(wins, r)
+			} else {
+				losers = append(losers, r)
+			}
+		default:
+			return nil, fmt.Errorf("%s %s: exit %d: %s", r.user, r.verb, r.res.code, r.res.stderr)
+		}
+	}
+	if len(wins) != 1 {
+		return nil, fmt.Errorf("%d winners, want 1", len(wins))
+	}
+	win := wins[0]
+	t.winners++
+	if win.verb == "approve" {
+		t.approvedWins++
+	}
+	cm, err := c.approvalObject(p.ns)
+	if err != nil || cm == nil || cm.Data[apprec.KeyApprover] != win.user || cm.Data[apprec.KeyDecision] != decisionOf(win.verb) {
+		return nil, fmt.Errorf("the object holds %v (%v), want %s by %s", cm, err, decisionOf(win.verb), win.user)
+	}
+	return win, c.judgeWrites(p, win, losers, t)
+}
+
+func (c *campaign) judgeWrites(p *twoPerson, win *racer, losers []*racer, t *approvalRaceTally) error {
+	for _, l := range losers {
+		if l.res.code == 3 {
+			if !strings.Contains(l.res.stderr, " by "+win.user+" (") {
+				return fmt.Errorf("%s exit 3 does not name the winner %s: %s", l.user, win.user, l.res.stderr)
+			}
+			t.conflicts++
+		}
+		ok, _, err := c.approvalWrites(l.user, p.ns)
+		if err != nil {
+			return err
+		}
+		if len(ok) > 0 {
+			t.loserWrites += len(ok)
+			return fmt.Errorf("loser %s has successful writes %v in the audit log", l.user, ok)
+		}
+	}
+	ok, _, err := c.approvalWrites(win.user, p.ns)
+	if err != nil || len(ok) != 1 || ok[0] != "update" {
+		return fmt.Errorf("winner %s: successful writes %v (%v), want one update", win.user, ok, err)
+	}
+	return nil
+}
+
+// headUntouched checks that p's Head has the resourceVersion it had
+// before alice's preflight and that the audit log shows no write of it by
+// alice.
+func (c *campaign) headUntouched(p *twoPerson) error {
+	rv, err := c.headRV(p.ns)
+	if err != nil {
+		return err
+	}
+	n, err := c.headWrites(p.alice, p.ns)
+	if err != nil {
+		return err
+	}
+	if rv != p.headRV || n != 0 {
+		return fmt.Errorf("head %s: resourceVersion %q, was %q; %d writes by %s", p.ns, rv, p.headRV, n, p.alice)
+	}
+	return nil
+}
+
+// --- lost answers --------------------------------------------------------------
+
+// approvalLost: propose's create answer lost, then approve's update
+// answer lost: each settles by reading (exit 0, settled), one write each.
+func (c *campaign) approvalLost(cs *caseState) Row {
+	runs := c.runs(10, 1)
+	row := Row{Case: "approval: lost create (propose) and update (approve) answers", Runs: 2 * runs,
+		Expected: "exit 0 settled by reading (settled: true in -o json) each time; exactly 1 create by the proposer and 1 update by the approver; apply then commits recording both"}
+	t0 := time.Now()
+	settled, commits := 0, 0
+	for run := range runs {
+		n, err := c.approvalLostRun()
+		settled += n
+		if err != nil {
+			cs.failf("run %d: %v [replay: -seed %d -case approval]", run, err, cs.seed)
+			continue
+		}
+		commits++
+	}
+	row.Observed = fmt.Sprintf("%d of %d lost answers settled by reading with exactly one write each; %d of %d applies committed recording proposer and approver", settled, 2*runs, commits, runs)
+	row.Pass = settled == 2*runs && commits == runs && len(cs.failures()) == 0
+	row.Seconds = time.Since(t0).Seconds()
+	row.Failures = cs.failures()
+	cs.fail, cs.nf = nil, 0
+	return row
+}
+
+func (c *campaign) approvalLostRun() (int, error) {
+	p, err := c.newTwoPerson("apprlost", false)
+	if err != nil {
+		return 0, err
+	}
+	settled := 0
+	for _, s := range []struct {
+		user, kc        string
+		match           faults.Match
+		verb            string
+		outcome, method string
+	}{
+		{p.alice, p.aliceKC, approvalCreate(p.ns), "propose", "proposed", "create"},
+		{p.bob, p.bobKC, approvalUpdate(p.ns), "approve", apprec.Approved, "update"},
+	} {
+		kc, f, stop, err := c.lossyKubeconfig(s.kc, p.ns, s.match)
+		if err != nil {
+			return settled, err
+		}
+		r := c.runBinary(kc, nil, s.verb, "--preflight", p.pf, "-o", "json")
+		stop()
+		res, jerr := result(r)
+		ok, all, err := c.approvalWrites(s.user, p.ns)
+		if err != nil {
+			return settled, err
+		}
+		if r.code != 0 || jerr != nil || !res.Settled || res.Outcome != s.outcome || f.Fired() != 1 || len(all) != 1 || len(ok) != 1 || ok[0] != s.method {
+			return settled, fmt.Errorf("%s with its answer lost: exit %d, outcome %q, settled %v, fault fired %d, writes %v (successful %v): %s",
+				s.verb, r.code, res.Outcome, res.Settled, f.Fired(), all, ok, r.stderr)
+		}
+		settled++
+	}
+	if r := c.apply(p, p.aliceKC); r.code != 0 {
+		return settled, fmt.Errorf("apply: exit %d: %s", r.code, r.stderr)
+	}
+	return settled, c.committedWith(p, p.bob)
+}
+
+// --- kills -------------------------------------------------------------------
+
+// The commands killed in turn, each by a timed kill drawn from its two:
+// anywhere from its start, or just after the line it prints before its
+// write (apply: after the Head acquire, with a slow client so the kill
+// lands inside the applies).
+var approvalKillSteps = []struct {
+	verb  string
+	kills [2]timedKill
+}{
+	{"propose", [2]timedKill{{"", 400 * time.Millisecond}, {"propose: ", 60 * time.Millisecond}}},
+	{"approve", [2]timedKill{{"", 400 * time.Millisecond}, {"approve: ", 60 * time.Millisecond}}},
+	{"apply", [2]timedKill{{"", 3 * time.Second}, {"apply: acquired", 1500 * time.Millisecond}}},
+}
+
+type approvalKillTally struct {
+	killed, late map[string]int
+	resumed      int
+}
+
+// approvalKills: SIGKILL of propose, approve and apply (under the rule)
+// at random moments, each rerun until it ends; the end state is one
+// approved object and a committed Head recording both people.
+func (c *campaign) approvalKills(cs *caseState) Row {
+	runs := c.runs(10, 1)
+	row := Row{Case: "approval: SIGKILL of propose, approve and apply at random moments, then rerun", Runs: runs,
+		Expected: "every rerun exits 0; one approved object and a committed Head recording proposer and approver; no Head without the approval at any moment"}
+	t0 := time.Now()
+	t := &approvalKillTally{killed: map[string]int{}, late: map[string]int{}}
+	converged := 0
+	for run := range runs {
+		if err := c.approvalKillRun(cs.rng(run), t); err != nil {
+			cs.failf("run %d: %v [replay: -seed %d -case approval]", run, err, cs.seed)
+			continue
+		}
+		converged++
+	}
+	row.Observed = fmt.Sprintf("%d/%d runs converged; killed propose %d, approve %d, apply %d times (%d, %d, %d kills came after the end); %d recoveries by resume",
+		converged, runs, t.killed["propose"], t.killed["approve"], t.killed["apply"], t.late["propose"], t.late["approve"], t.late["apply"], t.resumed)
+	row.Pass = converged == runs && len(cs.failures()) == 0
+	row.Details = map[string]any{"killed": t.killed, "killsAfterTheEnd": t.late, "resumed": t.resumed}
+	row.Seconds = time.Since(t0).Seconds()
+	row.Failures = cs.failures()
+	cs.fail, cs.nf = nil, 0
+	return row
+}
+
+func (c *campaign) approvalKillRun(rng *rand.Rand, t *approvalKillTally) error {
+	p, err := c.newTwoPerson("apprkill", false)
+	if err != nil {
+		return err
+	}
+	for _, s := range approvalKillSteps {
+		kc := p.aliceKC
+		if s.verb == "approve" {
+			kc = p.bobKC
+		}
+		args := []string{s.verb, "--preflight", p.pf}
+		if s.verb == "apply" {
+			args = append(args, "--receipts-dir", p.rdir, "--qps", "20", "--burst", "1", "--parallelism", "1")
+		}
+		tk := s.kills[rng.IntN(2)]
+		res, err := c.killAt(kc, nil, &tk, rng, args...)
+		if err != nil {
+			return err
+		}
+		if !res.killed {
+			t.late[s.verb]++
+			if res.code != 0 {
+				return fmt.Errorf("%s was not killed but exited %d: %s", s.verb, res.code, res.stderr)
+			}
+		} else {
+			t.killed[s.verb]++
+		}
+		if err := c.neverUnapproved(p); err != nil {
+			return fmt.Errorf("after the kill of %s: %v", s.verb, err)
+		}
+		if err := c.rerun(p, kc, s.verb, t); err != nil {
+			return err
+		}
+	}
+	if err := c.committedWith(p, p.bob); err != nil {
+		return err
+	}
+	cm, err := c.approvalObject(p.ns)
+	if err != nil || cm == nil || cm.Data[apprec.KeyDecision] != apprec.Approved || cm.Data[apprec.KeyProposer] != p.alice || cm.Data[apprec.KeyApprover] != p.bob {
+		return fmt.Errorf("the approval object at the end: %v (%v), want approved by %s, proposed by %s", cm, err, p.bob, p.alice)
+	}
+	return nil
+}
+
+// rerun runs verb again to its end (an apply resumes a Head left applying
+// this record): it must exit 0.
+func (c *campaign) rerun(p *twoPerson, kc, verb string, t *approvalKillTally) error {
+	if verb == "apply" {
+		h, err := c.head(p.ns)
+		if err != nil {
+			return err
+		}
+		if h != nil && h.Phase == deploy.PhaseApplying && h.Transition.PreflightDigest == p.rec.SelfDigest {
+			verb = "resume"
+			t.resumed++
+		}
+	}
+	args := []string{verb, "--preflight", p.pf}
+	if verb == "apply" || verb == "resume" {
+		args = append(args, "--receipts-dir", p.rdir)
+	}
+	if r := c.runBinary(kc, nil, args...); r.code != 0 {
+		return fmt.Errorf("rerun %s: exit %d: %s", verb, r.code, r.stderr)
+	}
+	return nil
+}
+
+// neverUnapproved: a Head in p's namespace, if any, moved for p's record
+// with bob's approval of alice's proposal.
+func (c *campaign) neverUnapproved(p *twoPerson) error {
+	h, err := c.head(p.ns)
+	if err != nil || h == nil {
+		return err
+	}
+	if h.Transition.PreflightDigest != p.rec.SelfDigest || h.Approval == nil || h.Approval.Approver != p.bob || h.Approval.Proposer != p.alice {
+		return fmt.Errorf("head %s is %s with approval %+v, want preflight %s approved by %s", p.ns, describeHead(h), h.Approval, p.rec.SelfDigest, p.bob)
+	}
+	return nil
+}
