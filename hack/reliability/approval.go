@@ -40,6 +40,36 @@ func caseApproval(c *campaign, cs *caseState) []Row {
 	return []Row{c.approvalRace(cs), c.approvalLost(cs), c.approvalKills(cs), c.approvalRefusals(cs), c.approvalTamper(cs)}
 }
 
+// approvalRuns runs fn for each of runs runs, one after another (the
+// rows share the policy, and the tamper row switches it off for a
+// moment), logs each failure with how to replay it, and returns how many
+// runs ended without one.
+func approvalRuns(cs *caseState, runs int, fn func(run int) error) int {
+	ok := 0
+	for run := range runs {
+		if err := fn(run); err != nil {
+			cs.failf("run %d: %v [replay: -seed %d -case approval]", run, err, cs.seed)
+			continue
+		}
+		ok++
+	}
+	return ok
+}
+
+// openRow starts a row of the case, and its clock.
+func openRow(name string, runs int, expected string) (Row, time.Time) {
+	return Row{Case: name, Runs: runs, Expected: expected}, time.Now()
+}
+
+// closeRow ends row: its time since t0 and the failures logged since the
+// previous row (cleared for the next).
+func closeRow(cs *caseState, row Row, t0 time.Time) Row {
+	row.Seconds = time.Since(t0).Seconds()
+	row.Failures = cs.failures()
+	cs.fail, cs.nf = nil, 0
+	return row
+}
+
 // installApprovalPolicy applies what `kubectl ql3 approval policy`
 // prints with the admin's kubectl, as a cluster admin does, and waits
 // until the API server enforces it.

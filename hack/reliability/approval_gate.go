@@ -32,22 +32,14 @@ const approvalRefusalsPerRun = 6
 // Head write by the applier. Then the approved record applies.
 func (c *campaign) approvalRefusals(cs *caseState) Row {
 	runs := c.runs(3, 1)
-	row := Row{Case: "approval: apply's gate refusals and forgeries (an upgrade under the rule)", Runs: runs,
-		Expected: "apply exits 2 with no proposal, pending, after a self-approval attempt (approve by the proposer: exit 2), after 4 raw forgeries by the proposer (each denied by the API server), after a reject, and with another record's approval; the Head's resourceVersion unchanged and no Head write by the applier; the approved record then commits"}
-	t0 := time.Now()
+	row, t0 := openRow("approval: apply's gate refusals and forgeries (an upgrade under the rule)", runs,
+		"apply exits 2 with no proposal, pending, after a self-approval attempt (approve by the proposer: exit 2), after 4 raw forgeries by the proposer (each denied by the API server), after a reject, and with another record's approval; the Head's resourceVersion unchanged and no Head write by the applier; the approved record then commits")
 	var t approvalGateTally
-	for run := range runs {
-		if err := c.approvalRefusalRun(&t); err != nil {
-			cs.failf("run %d: %v [replay: -seed %d -case approval]", run, err, cs.seed)
-		}
-	}
+	approvalRuns(cs, runs, func(int) error { return c.approvalRefusalRun(&t) })
 	row.Observed = fmt.Sprintf("%d/%d applies refused (exit 2) with the Head untouched and no Head write; %d/%d forgeries denied by the API server; %d/%d self-approvals refused (exit 2); %d/%d approved records committed",
 		t.refused, approvalRefusalsPerRun*runs, t.forgeries, 4*runs, t.selfApprovals, runs, t.commits, runs)
 	row.Pass = t.refused == approvalRefusalsPerRun*runs && t.forgeries == 4*runs && t.selfApprovals == runs && t.commits == runs && len(cs.failures()) == 0
-	row.Seconds = time.Since(t0).Seconds()
-	row.Failures = cs.failures()
-	cs.fail, cs.nf = nil, 0
-	return row
+	return closeRow(cs, row, t0)
 }
 
 func (c *campaign) approvalRefusalRun(t *approvalGateTally) error {
@@ -201,9 +193,8 @@ var approvalTamperClasses = []approvalTamperClass{
 // written.
 func (c *campaign) approvalTamper(cs *caseState) Row {
 	classes := approvalTamperClasses
-	row := Row{Case: "approval: tampered approval objects", Runs: len(classes),
-		Expected: "approval status, approve and apply exit 5 for every class; the object keeps its resourceVersion; no Head write"}
-	t0 := time.Now()
+	row, t0 := openRow("approval: tampered approval objects", len(classes),
+		"approval status, approve and apply exit 5 for every class; the object keeps its resourceVersion; no Head write")
 	ps := make([]*twoPerson, len(classes))
 	errs := make([]error, len(classes))
 	c.parallel(len(classes), func(i int) { ps[i], errs[i] = c.tamperedApproval(classes[i]) })
@@ -233,10 +224,7 @@ func (c *campaign) approvalTamper(cs *caseState) Row {
 	}
 	row.Observed = fmt.Sprintf("%d of %d tamper classes failed closed (status, approve, apply: exit 5) with the object and the Head untouched", ok, len(classes))
 	row.Pass = ok == len(classes) && len(cs.failures()) == 0
-	row.Seconds = time.Since(t0).Seconds()
-	row.Failures = cs.failures()
-	cs.fail, cs.nf = nil, 0
-	return row
+	return closeRow(cs, row, t0)
 }
 
 // tamperedApproval sets up one class: alice proposes, bob approves (the

@@ -23,24 +23,16 @@ type approvalRaceTally struct {
 func (c *campaign) approvalRace(cs *caseState) Row {
 	const n = 6
 	runs := c.runs(10, 1)
-	row := Row{Case: "approval: racing approvers (6 processes, every third losing its answer)", Runs: runs,
-		Expected: "exactly 1 decision lands per proposal (exit 0, or 4 settled by approval status); the rest exit 3 naming the winner; no successful write by a loser; apply commits recording the winner (a winning reject: apply exits 2, Head untouched)"}
-	t0 := time.Now()
+	row, t0 := openRow("approval: racing approvers (6 processes, every third losing its answer)", runs,
+		"exactly 1 decision lands per proposal (exit 0, or 4 settled by approval status); the rest exit 3 naming the winner; no successful write by a loser; apply commits recording the winner (a winning reject: apply exits 2, Head untouched)")
 	var t approvalRaceTally
-	for run := range runs {
-		if err := c.approvalRaceRun(n, cs.rng(run), &t); err != nil {
-			cs.failf("run %d: %v [replay: -seed %d -case approval]", run, err, cs.seed)
-		}
-	}
+	approvalRuns(cs, runs, func(run int) error { return c.approvalRaceRun(n, cs.rng(run), &t) })
 	row.Observed = fmt.Sprintf("%d winners for %d proposals (%d approve, %d reject); %d losers exited 3 naming the winner; %d decisions settled by reading, %d by approval status; %d successful writes by losers; %d applies committed with the winner, %d refused after a reject",
 		t.winners, runs, t.approvedWins, t.winners-t.approvedWins, t.conflicts, t.settledByRead, t.settledByStatus, t.loserWrites, t.commits, t.refused)
 	row.Pass = t.winners == runs && t.loserWrites == 0 && t.commits+t.refused == runs && len(cs.failures()) == 0
 	row.Details = map[string]any{"winners": t.winners, "approvedWins": t.approvedWins, "conflicts": t.conflicts, "settledByRead": t.settledByRead,
 		"settledByStatus": t.settledByStatus, "loserWrites": t.loserWrites, "commits": t.commits, "refusedAfterReject": t.refused}
-	row.Seconds = time.Since(t0).Seconds()
-	row.Failures = cs.failures()
-	cs.fail, cs.nf = nil, 0
-	return row
+	return closeRow(cs, row, t0)
 }
 
 type racer struct {
@@ -221,26 +213,17 @@ func (c *campaign) headUntouched(p *twoPerson) error {
 // approvalLost: propose's create answer lost, then approve's update
 // answer lost: each settles by reading (exit 0, settled), one write each.
 func (c *campaign) approvalLost(cs *caseState) Row {
-	runs := c.runs(10, 1)
-	row := Row{Case: "approval: lost create (propose) and update (approve) answers", Runs: 2 * runs,
-		Expected: "exit 0 settled by reading (settled: true in -o json) each time; exactly 1 create by the proposer and 1 update by the approver; apply then commits recording both"}
-	t0 := time.Now()
-	settled, commits := 0, 0
-	for run := range runs {
+	runs, settled := c.runs(10, 1), 0
+	row, t0 := openRow("approval: lost create (propose) and update (approve) answers", 2*runs,
+		"exit 0 settled by reading (settled: true in -o json) each time; exactly 1 create by the proposer and 1 update by the approver; apply then commits recording both")
+	commits := approvalRuns(cs, runs, func(int) error {
 		n, err := c.approvalLostRun()
 		settled += n
-		if err != nil {
-			cs.failf("run %d: %v [replay: -seed %d -case approval]", run, err, cs.seed)
-			continue
-		}
-		commits++
-	}
+		return err
+	})
 	row.Observed = fmt.Sprintf("%d of %d lost answers settled by reading with exactly one write each; %d of %d applies committed recording proposer and approver", settled, 2*runs, commits, runs)
 	row.Pass = settled == 2*runs && commits == runs && len(cs.failures()) == 0
-	row.Seconds = time.Since(t0).Seconds()
-	row.Failures = cs.failures()
-	cs.fail, cs.nf = nil, 0
-	return row
+	return closeRow(cs, row, t0)
 }
 
 func (c *campaign) approvalLostRun() (int, error) {
@@ -306,26 +289,15 @@ type approvalKillTally struct {
 // approved object and a committed Head recording both people.
 func (c *campaign) approvalKills(cs *caseState) Row {
 	runs := c.runs(10, 1)
-	row := Row{Case: "approval: SIGKILL of propose, approve and apply at random moments, then rerun", Runs: runs,
-		Expected: "every rerun exits 0; one approved object and a committed Head recording proposer and approver; no Head without the approval at any moment"}
-	t0 := time.Now()
+	row, t0 := openRow("approval: SIGKILL of propose, approve and apply at random moments, then rerun", runs,
+		"every rerun exits 0; one approved object and a committed Head recording proposer and approver; no Head without the approval at any moment")
 	t := &approvalKillTally{killed: map[string]int{}, late: map[string]int{}}
-	converged := 0
-	for run := range runs {
-		if err := c.approvalKillRun(cs.rng(run), t); err != nil {
-			cs.failf("run %d: %v [replay: -seed %d -case approval]", run, err, cs.seed)
-			continue
-		}
-		converged++
-	}
+	converged := approvalRuns(cs, runs, func(run int) error { return c.approvalKillRun(cs.rng(run), t) })
 	row.Observed = fmt.Sprintf("%d/%d runs converged; killed propose %d, approve %d, apply %d times (%d, %d, %d kills came after the end); %d recoveries by resume",
 		converged, runs, t.killed["propose"], t.killed["approve"], t.killed["apply"], t.late["propose"], t.late["approve"], t.late["apply"], t.resumed)
 	row.Pass = converged == runs && len(cs.failures()) == 0
 	row.Details = map[string]any{"killed": t.killed, "killsAfterTheEnd": t.late, "resumed": t.resumed}
-	row.Seconds = time.Since(t0).Seconds()
-	row.Failures = cs.failures()
-	cs.fail, cs.nf = nil, 0
-	return row
+	return closeRow(cs, row, t0)
 }
 
 func (c *campaign) approvalKillRun(rng *rand.Rand, t *approvalKillTally) error {
