@@ -269,17 +269,34 @@ func (c *campaign) lossyKubeconfig(kc, ns string, match faults.Match) (string, *
 	if match == nil {
 		return kc, nil, func() {}, nil
 	}
+	f := faults.NewDrop(match)
+	path, stop, err := c.proxiedKubeconfig(kc, ns, f)
+	return path, f, stop, err
+}
+
+// slowKubeconfig is a kubeconfig for the user of kc through a proxy that
+// holds every answer back for hold: a command of a few requests then
+// lasts long enough for a timed kill to land inside it, often between a
+// write's landing and its answer.
+func (c *campaign) slowKubeconfig(kc, ns string, hold time.Duration) (string, func(), error) {
+	f := faults.NewDelay(func(*http.Request, []byte) bool { return true }, hold)
+	f.Times = -1
+	return c.proxiedKubeconfig(kc, ns, f)
+}
+
+// proxiedKubeconfig is a kubeconfig for the user of kc through a proxy
+// with the fault f on its transport.
+func (c *campaign) proxiedKubeconfig(kc, ns string, f *faults.Fault) (string, func(), error) {
 	cfg, err := c.restConfig(kc)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	f := faults.NewDrop(match)
 	px, err := faults.NewProxy(cfg, f.Wrap)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	path := filepath.Join(c.work, fmt.Sprintf("lossy-%d.kubeconfig", c.serial.Add(1)))
-	return path, f, px.Close, px.Kubeconfig(path, ns)
+	path := filepath.Join(c.work, fmt.Sprintf("proxied-%d.kubeconfig", c.serial.Add(1)))
+	return path, px.Close, px.Kubeconfig(path, ns)
 }
 
 // The writes whose answers the proxies drop: the approval's create

@@ -268,20 +268,21 @@ func (c *campaign) approvalLostRun() (int, error) {
 
 // The commands killed in turn, each by a timed kill drawn from its two:
 // anywhere from its start, or just after the line it prints before its
-// write (apply: after the Head acquire, with a slow client so the kill
-// lands inside the applies).
+// write. Propose and approve go through a proxy holding every answer
+// 50ms (they are otherwise over in a few tens of milliseconds); apply
+// has a slow client, and its second kill comes after the Head acquire.
 var approvalKillSteps = []struct {
 	verb  string
 	kills [2]timedKill
 }{
-	{"propose", [2]timedKill{{"", 400 * time.Millisecond}, {"propose: ", 60 * time.Millisecond}}},
-	{"approve", [2]timedKill{{"", 400 * time.Millisecond}, {"approve: ", 60 * time.Millisecond}}},
+	{"propose", [2]timedKill{{"", 700 * time.Millisecond}, {"propose: ", 200 * time.Millisecond}}},
+	{"approve", [2]timedKill{{"", 700 * time.Millisecond}, {"approve: ", 200 * time.Millisecond}}},
 	{"apply", [2]timedKill{{"", 3 * time.Second}, {"apply: acquired", 1500 * time.Millisecond}}},
 }
 
 type approvalKillTally struct {
-	killed, late map[string]int
-	resumed      int
+	killed, late, landed map[string]int // by command; landed: killed after its write had landed
+	resumed              int
 }
 
 // approvalKills: SIGKILL of propose, approve and apply (under the rule)
@@ -291,12 +292,13 @@ func (c *campaign) approvalKills(cs *caseState) Row {
 	runs := c.runs(10, 1)
 	row, t0 := openRow("approval: SIGKILL of propose, approve and apply at random moments, then rerun", runs,
 		"every rerun exits 0; one approved object and a committed Head recording proposer and approver; no Head without the approval at any moment")
-	t := &approvalKillTally{killed: map[string]int{}, late: map[string]int{}}
+	t := &approvalKillTally{killed: map[string]int{}, late: map[string]int{}, landed: map[string]int{}}
 	converged := approvalRuns(cs, runs, func(run int) error { return c.approvalKillRun(cs.rng(run), t) })
-	row.Observed = fmt.Sprintf("%d/%d runs converged; killed propose %d, approve %d, apply %d times (%d, %d, %d kills came after the end); %d recoveries by resume",
-		converged, runs, t.killed["propose"], t.killed["approve"], t.killed["apply"], t.late["propose"], t.late["approve"], t.late["apply"], t.resumed)
+	row.Observed = fmt.Sprintf("%d/%d runs converged; killed propose %d, approve %d, apply %d times (its write had landed: %d, %d, %d; %d, %d, %d kills came after the end); %d recoveries by resume",
+		converged, runs, t.killed["propose"], t.killed["approve"], t.killed["apply"], t.landed["propose"], t.landed["approve"], t.landed["apply"],
+		t.late["propose"], t.late["approve"], t.late["apply"], t.resumed)
 	row.Pass = converged == runs && len(cs.failures()) == 0
-	row.Details = map[string]any{"killed": t.killed, "killsAfterTheEnd": t.late, "resumed": t.resumed}
+	row.Details = map[string]any{"killed": t.killed, "killedAfterTheWrite": t.landed, "killsAfterTheEnd": t.late, "resumed": t.resumed}
 	return closeRow(cs, row, t0)
 }
 
@@ -310,12 +312,7 @@ func (c *campaign) approvalKillRun(rng *rand.Rand, t *approvalKillTally) error {
 		if s.verb == "approve" {
 			kc = p.bobKC
 		}
-		args := []string{s.verb, "--preflight", p.pf}
-		if s.verb == "apply" {
-			args = append(args, "--receipts-dir", p.rdir, "--qps", "20", "--burst", "1", "--parallelism", "1")
-		}
-		tk := s.kills[rng.IntN(2)]
-		res, err := c.killAt(kc, nil, &tk, rng, args...)
+		res, err := c.killOne(p, kc, s.verb, s.kills[rng.IntN(2)], rng)
 		if err != nil {
 			return err
 		}
@@ -326,6 +323,9 @@ func (c *campaign) approvalKillRun(rng *rand.Rand, t *approvalKillTally) error {
 			}
 		} else {
 			t.killed[s.verb]++
+			if c.wroteBeforeKill(p, s.verb) {
+				t.landed[s.verb]++
+			}
 		}
 		if err := c.neverUnapproved(p); err != nil {
 			return fmt.Errorf("after the kill of %s: %v", s.verb, err)
@@ -342,6 +342,34 @@ func (c *campaign) approvalKillRun(rng *rand.Rand, t *approvalKillTally) error {
 		return fmt.Errorf("the approval object at the end: %v (%v), want approved by %s, proposed by %s", cm, err, p.bob, p.alice)
 	}
 	return nil
+}
+
+// killOne runs verb as kc (propose and approve through a slow proxy,
+// apply with a slow client) and kills it by tk.
+func (c *campaign) killOne(p *twoPerson, kc, verb string, tk timedKill, rng *rand.Rand) (procResult, error) {
+	args := []string{verb, "--preflight", p.pf}
+	if verb == "apply" {
+		args = append(args, "--receipts-dir", p.rdir, "--qps", "20", "--burst", "1", "--parallelism", "1")
+	} else {
+		slow, stop, err := c.slowKubeconfig(kc, p.ns, 50*time.Millisecond)
+		if err != nil {
+			return procResult{}, err
+		}
+		defer stop()
+		kc = slow
+	}
+	return c.killAt(kc, nil, &tk, rng, args...)
+}
+
+// wroteBeforeKill says whether verb's write had landed when it was
+// killed: the object proposed, decided, or the Head acquired.
+func (c *campaign) wroteBeforeKill(p *twoPerson, verb string) bool {
+	if verb == "apply" {
+		rv, err := c.headRV(p.ns)
+		return err == nil && rv != ""
+	}
+	cm, err := c.approvalObject(p.ns)
+	return err == nil && cm != nil && (verb == "propose" || cm.Data[apprec.KeyDecision] != apprec.Pending)
 }
 
 // rerun runs verb again to its end (an apply resumes a Head left applying
