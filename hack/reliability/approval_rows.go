@@ -275,8 +275,8 @@ var approvalKillSteps = []struct {
 	verb  string
 	kills [2]timedKill
 }{
-	{"propose", [2]timedKill{{"", 700 * time.Millisecond}, {"propose: ", 200 * time.Millisecond}}},
-	{"approve", [2]timedKill{{"", 700 * time.Millisecond}, {"approve: ", 200 * time.Millisecond}}},
+	{"propose", [2]timedKill{{"", 450 * time.Millisecond}, {"propose: ", 110 * time.Millisecond}}},
+	{"approve", [2]timedKill{{"", 450 * time.Millisecond}, {"approve: ", 110 * time.Millisecond}}},
 	{"apply", [2]timedKill{{"", 3 * time.Second}, {"apply: acquired", 1500 * time.Millisecond}}},
 }
 
