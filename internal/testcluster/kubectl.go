@@ -8,15 +8,24 @@ import (
 	"testing"
 )
 
+// Kubectl runs the control plane's kubectl as the admin with args, stdin
+// in, and fails t if it fails.
+func (cp *ControlPlane) Kubectl(t testing.TB, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stdin)
+	}
+	return string(out)
+}
+
 // KubectlApply pipes manifest (YAML or JSON, as an rbac command prints it)
 // into the control plane's `kubectl apply -f -` as the admin, as an
 // operator would grant what the command printed.
 func (cp *ControlPlane) KubectlApply(t testing.TB, manifest string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(manifest)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
-	}
+	cp.Kubectl(t, manifest, "apply", "-f", "-")
 }
