@@ -7,33 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy/deploytest"
 	"github.com/qinglong/kubectl-ql3/ceremony/views"
 )
-
-// rawHeadWrite writes h, sealed, over the Head of ns with kubectl replace
-// as the cluster admin and the given extra kubectl flags: a bypass of the
-// tool by someone holding raw write rights.
-func rawHeadWrite(t *testing.T, ns string, h deploy.Head, flags ...string) {
-	t.Helper()
-	if err := h.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	cm, err := h.ConfigMap(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
-	doc, err := yaml.Marshal(cm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := kubectlAs(t, cp.AdminKubeconfig, string(doc), append([]string{"replace", "-f", "-"}, flags...)...); err != nil {
-		t.Fatalf("kubectl replace the Head: %v\n%s", err, out)
-	}
-}
 
 // statusBypass runs status -n ns -o json and requires exit 5 with exactly
 // one bypass finding containing want.
@@ -60,27 +37,13 @@ func bypassIsEvident(t *testing.T, ns, rdir, approver string) {
 		t.Fatalf("status under the rule: exit %d, want 0 and %q\n%s\n%s", code, want, out, stderr)
 	}
 	h1 := headOf(t, ns)
-	r1, err := deploy.ReceiptFromHead(h1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spoof := *h1
-	prev := h1.Current.Deployment
-	spoof.Generation, spoof.Previous, spoof.PreviousReceiptDigest = 2, &prev, r1.SelfDigest
-	spoof.Transition.Kind, spoof.Transition.MutationID, spoof.Current.Version = deploy.TransitionUpgrade, strings.Repeat("cd", 16), "3.0.1"
+	spoof := deploytest.Next(t, h1, "3.0.1")
 	spoof.Transition.PreflightDigest = fmt.Sprintf("sha256:%x", sha256.Sum256([]byte("a preflight nobody approved")))
-	rawHeadWrite(t, ns, spoof, "--field-manager", deploy.HeadFieldManager)
+	cp.Kubectl(t, deploytest.Manifest(t, ns, spoof), "replace", "-f", "-", "--field-manager", deploy.HeadFieldManager)
 	statusBypass(t, ns, "that object is approved by \""+approver+"\", proposed by alice, of preflight "+h1.Transition.PreflightDigest+": an approval the API server did not attest")
-	h2 := headOf(t, ns)
-	r2, err := deploy.ReceiptFromHead(h2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dropped := *h2
-	prev2 := h2.Current.Deployment
-	dropped.Generation, dropped.Previous, dropped.PreviousReceiptDigest = 3, &prev2, r2.SelfDigest
-	dropped.Current.Version, dropped.ApprovalPolicy, dropped.Approval = "3.0.2", "", nil
-	rawHeadWrite(t, ns, dropped)
+	dropped := deploytest.Next(t, headOf(t, ns), "3.0.2")
+	dropped.ApprovalPolicy, dropped.Approval = "", nil
+	cp.Kubectl(t, deploytest.Manifest(t, ns, dropped), "replace", "-f", "-")
 	statusBypass(t, ns, `head.json was written by field manager "kubectl-replace"`)
 	if out, stderr, code := run(t, nil, "history", rdir, "-n", ns); code != 5 {
 		t.Fatalf("history against the raw Head: exit %d, want 5\n%s\n%s", code, out, stderr)

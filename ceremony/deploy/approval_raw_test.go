@@ -1,14 +1,11 @@
 package deploy_test
 
 import (
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy/deploytest"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -21,33 +18,9 @@ func TestRawHeadWriteBreaksTheAuditChain(t *testing.T) {
 	p := newTwoPerson(t)
 	v300 := release(t, "v3.0.0", p.ns, "")
 	h1 := p.installUnderTheRule(v300)
-	r1, err := deploy.ReceiptFromHead(h1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := *h1
-	prev := h1.Current.Deployment
-	raw.Generation, raw.Previous, raw.PreviousReceiptDigest = 2, &prev, r1.SelfDigest
-	raw.Transition.Kind, raw.Transition.MutationID = deploy.TransitionUpgrade, strings.Repeat("ab", 16)
-	raw.Current.Version = "3.0.1"
+	raw := deploytest.Next(t, h1, "3.0.1")
 	raw.ApprovalPolicy, raw.Approval = "", nil
-	if err := raw.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	cm, err := raw.ConfigMap(p.ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
-	doc, err := yaml.Marshal(cm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubectl := exec.Command(filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.AdminKubeconfig, "replace", "-f", "-")
-	kubectl.Stdin = strings.NewReader(string(doc))
-	if out, err := kubectl.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl replace: %v\n%s", err, out)
-	}
+	cp.Kubectl(t, deploytest.Manifest(t, p.ns, raw), "replace", "-f", "-")
 	h2 := headOf(t, p.ns) // every reader accepts the raw Head alone
 	if h2.Generation != 2 || h2.Approval != nil || h2.ApprovalPolicy != "" {
 		t.Fatalf("raw head: %+v", h2)

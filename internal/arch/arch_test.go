@@ -88,7 +88,7 @@ var rules = append([]rule{
 		"internal/fail", "internal/safefile", "internal/strictjson", "internal/manifestaudit", "internal/crashpoint",
 		"internal/ociarchive", "internal/podstatus", "hack/imagearchive"},
 		[]string{"internal/testcluster", "internal/faults", "internal/testkit", "internal/vectors", "ceremony/approval/gate/gatetest",
-			"ceremony/worker/workertest", "ceremony/package/stagelayout/stagelayouttest"}, nil},
+			"ceremony/worker/workertest", "ceremony/package/stagelayout/stagelayouttest", "ceremony/deploy/deploytest"}, nil},
 }, siblingRules()...)
 
 // siblingRules: a sibling ceremony imports no other ceremony's folder.
