@@ -56,9 +56,9 @@ func twoPersonLifecycle(t *testing.T, approver string, approverEnv func(t *testi
 	ns := controlNamespace(t)
 	alice, bob := adminEnv(t, "alice"), approverEnv(t, ns)
 	pf, rdir := filepath.Join(t.TempDir(), "pf.json"), t.TempDir()
-	_, stderr, code := run(t, alice, "preflight", releaseCopy(t, "v3.0.0", ns, ""), "--transition", "install", "--expected-head", deploy.AbsentToken, "--approval", "two-person", "--out", pf)
-	if code != 0 || !strings.Contains(stderr, "proposer alice") {
-		t.Fatalf("preflight --approval two-person: exit %d\n%s", code, stderr)
+	pfOut, stderr, code := run(t, alice, "preflight", releaseCopy(t, "v3.0.0", ns, ""), "--transition", "install", "--expected-head", deploy.AbsentToken, "--approval", "two-person", "--out", pf)
+	if code != 0 || !strings.Contains(stderr, "proposer alice") || !strings.Contains(pfOut, "next: kubectl ql3 propose --preflight "+pf) {
+		t.Fatalf("preflight --approval two-person: exit %d\n%s\n%s", code, pfOut, stderr)
 	}
 	if _, stderr, code := run(t, alice, "apply", "--preflight", pf, "--receipts-dir", rdir); code != 2 || !strings.Contains(stderr, "needs a second person's approval") {
 		t.Fatalf("apply before any approval: exit %d, want 2\n%s", code, stderr)

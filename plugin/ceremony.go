@@ -344,6 +344,10 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 				fmt.Fprintf(o.streams.Out, "retire %s: uid %s resourceVersion %s\n", r.ID, r.UID, r.ResourceVersion)
 			}
 		}
+		if res.Record.Proposer != "" {
+			fmt.Fprintf(o.streams.Out, "record: %s\nnext: kubectl ql3 propose --preflight %s (the two-person rule: another person approves it before apply)\n", res.Path, res.Path)
+			return
+		}
 		fmt.Fprintf(o.streams.Out, "record: %s\nnext: kubectl ql3 apply --preflight %s\n", res.Path, res.Path)
 	})
 }
