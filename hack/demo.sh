@@ -2,7 +2,8 @@
 # make demo: start a local control plane, then run the whole ceremony on the
 # bundled example release through the built plugin, exactly as an operator
 # would: lock -> head -> preflight -> apply (install), an upgrade (shown
-# first with diff), a second upgrade and a rollback, then an offline receipt
+# first with diff), a second upgrade and a rollback, an upgrade under the
+# two-person rule (policy, roles, propose, approve), then an offline receipt
 # audit, the status and the history. Stops the control plane on every exit
 # path.
 set -euo pipefail
@@ -75,12 +76,51 @@ head_token
 run kubectl-ql3 rollback "$work/v3.1.0" --expected-head "$token" --out "$work/rollback.json" --receipts-dir "$receipts"
 run kubectl-ql3 head -n "$ns"
 
+# The two-person rule: a cluster admin installs the admission policy once and
+# grants the printed roles; alice deploys and proposes, bob approves (here the
+# admin impersonates them with --as; the API server authenticates them as
+# "alice" and "bob" either way, and the policy checks those names).
+grant() { say "kubectl-ql3 $* | kubectl apply -f -"; kubectl-ql3 "$@" | "$kubectl" apply -f -; }
+grant approval policy
+grant rbac "$work/v3.1.1" -n "$ns" --bind-user alice
+grant rbac --role executor-approval -n "$ns" --bind-user alice
+grant rbac --role proposer -n "$ns" --bind-user alice
+grant rbac --role approver -n "$ns" --bind-user bob
+# Until the API server enforces the policy, a forged approval (proposed in
+# another user's name) would be admitted: wait until a dry-run of one is denied.
+cat >"$work/forged.yaml" <<YAML
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: qinglong3-deployment-approval
+  namespace: $ns
+  labels: {app.kubernetes.io/managed-by: kubectl-ql3, qinglong.io/approval-schema: deployment-approval-v1}
+data: {schema: qinglong/deployment-approval@v1, preflightDigest: "sha256:$(printf '0%.0s' $(seq 64))", commandDigest: "sha256:$(printf '0%.0s' $(seq 64))", expectedHead: ql3h1-0-none, proposer: mallory, decision: pending, approver: "", reason: ""}
+YAML
+say "kubectl --as alice create -f forged.yaml --dry-run=server   # until the policy denies it"
+for i in $(seq 1 150); do
+  if ! out=$("$kubectl" --as alice create -f "$work/forged.yaml" --dry-run=server 2>&1) && grep -q "denied request" <<<"$out"; then
+    echo "$out"; break
+  fi
+  [ "$i" = 150 ] && { echo "the approval policy is not enforced after 30s: $out"; exit 1; }
+  sleep 0.2
+done
+head_token
+run kubectl-ql3 --as alice preflight "$work/v3.1.1" --transition upgrade --expected-head "$token" --approval two-person --out "$work/approved-3.1.1.json"
+say "kubectl-ql3 --as alice apply --preflight $work/approved-3.1.1.json --receipts-dir $receipts   # refused: not approved yet"
+if kubectl-ql3 --as alice apply --preflight "$work/approved-3.1.1.json" --receipts-dir "$receipts"; then
+  echo "apply without an approval succeeded"; exit 1
+fi
+run kubectl-ql3 --as alice propose --preflight "$work/approved-3.1.1.json"
+run kubectl-ql3 --as bob approve --preflight "$work/approved-3.1.1.json" --reason "reviewed the diff"
+run kubectl-ql3 --as alice apply --preflight "$work/approved-3.1.1.json" --receipts-dir "$receipts"
+
 # Offline: no cluster is needed to check what was deployed.
 run ls "$receipts"
-run kubectl-ql3 receipt audit "$receipts" --release "$work/v3.1.0"
+run kubectl-ql3 receipt audit "$receipts" --release "$work/v3.1.1"
 # The operator's daily views: what the cluster holds against the Head, and
 # what happened over time.
-run kubectl-ql3 status -n "$ns" --release "$work/v3.1.0"
+run kubectl-ql3 status -n "$ns" --release "$work/v3.1.1"
 run kubectl-ql3 history "$receipts" -n "$ns"
 echo
-echo "demo done: 4 deployments, 4 receipts in one verified chain; stopping the control plane"
+echo "demo done: 5 deployments (the last one proposed by alice, approved by bob), 5 receipts in one verified chain; stopping the control plane"
