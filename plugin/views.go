@@ -312,7 +312,10 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 // the evidence of a Head moved outside the tool.
 func printApproval(w io.Writer, rep *views.StatusReport) {
 	if a := rep.Approval; a != nil {
-		line := "two-person rule " + map[bool]string{true: "on", false: "off"}[a.Policy == deploy.ApprovalTwoPerson] + " after this generation"
+		line := "two-person rule off after this generation"
+		if a.Policy == deploy.ApprovalTwoPerson {
+			line = "two-person rule on after this generation"
+		}
 		if ap := a.Applied; ap != nil {
 			line += fmt.Sprintf("; generation %d proposed by %s, approved by %s (approval uid %s)", rep.Generation, ap.Proposer, ap.Approver, ap.UID)
 		}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
@@ -85,7 +86,7 @@ type StatusReport struct {
 	Objects        []ObjectStatus `json:"objects"`
 	// HeadWriters are the field managers owning head.json: kubectl-ql3's
 	// alone unless someone wrote the Head outside the tool.
-	HeadWriters []HeadWriter `json:"headWriters"`
+	HeadWriters []FieldDrift `json:"headWriters"`
 	// Approval is the two-person rule at the Head, when it is on or this
 	// generation was applied under an approval (docs/approval.md §9).
 	Approval *ApprovalStatus `json:"approval,omitempty"`
@@ -150,9 +151,15 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 	if h.Phase == deploy.PhaseApplying {
 		rep.Applying = applyingOf(cm, h)
 	}
-	if err := approvalStatus(ctx, c, rep, cm, h); err != nil {
+	if rep.HeadWriters, err = headWriters(cm); err != nil {
 		return nil, err
 	}
+	rep.Bypass = headBypass(rep.HeadWriters)
+	approval, mismatch, err := approvalStatus(ctx, c, ns, h)
+	if err != nil {
+		return nil, err
+	}
+	rep.Approval, rep.Bypass = approval, append(rep.Bypass, mismatch...)
 	if rep.Objects, err = objectStatuses(ctx, c, ns, h, byKey, parallelism); err != nil {
 		return nil, err
 	}
@@ -371,11 +378,7 @@ func othersFields(u *unstructured.Unstructured, fm string, shared bool) ([]Field
 			if ours[p] != shared || !driftRelevant(p) {
 				continue
 			}
-			d := FieldDrift{Field: p, Manager: mf.Manager, Operation: string(mf.Operation), Subresource: mf.Subresource}
-			if mf.Time != nil {
-				d.Time = mf.Time.UTC().Format(time.RFC3339)
-			}
-			out = append(out, d)
+			out = append(out, fieldOf(mf, p))
 		}
 	}
 	slices.SortFunc(out, func(a, b FieldDrift) int {
@@ -385,6 +388,15 @@ func othersFields(u *unstructured.Unstructured, fm string, shared bool) ([]Field
 		return strings.Compare(a.Manager, b.Manager)
 	})
 	return out, nil
+}
+
+// fieldOf is field p as the managedFields entry mf owns it.
+func fieldOf(mf metav1.ManagedFieldsEntry, p string) FieldDrift {
+	d := FieldDrift{Field: p, Manager: mf.Manager, Operation: string(mf.Operation), Subresource: mf.Subresource}
+	if mf.Time != nil {
+		d.Time = mf.Time.UTC().Format(time.RFC3339)
+	}
+	return d
 }
 
 // driftRelevant is the path filter of Drift.

@@ -2,8 +2,8 @@ package views
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -39,54 +39,45 @@ type ApprovalObject struct {
 	MatchesHead bool `json:"matchesHead"`
 }
 
-// HeadWriter is a field manager that owns head.json in the Head's
-// managedFields: the last writer of the Head's content.
-type HeadWriter struct {
-	Manager   string `json:"manager"`
-	Operation string `json:"operation"`
-	Time      string `json:"time,omitempty"`
-}
-
-// approvalStatus fills rep's HeadWriters and Bypass from the Head cm
-// (parsed as h) and, when the rule is on at h or h records an approval,
-// its Approval from the namespace's approval object (a malformed one is
-// tamper, as every reader of it). Read-only.
-func approvalStatus(ctx context.Context, c deploy.Cluster, rep *StatusReport, cm *corev1.ConfigMap, h *deploy.Head) error {
-	var err error
-	if rep.HeadWriters, err = headWriters(cm); err != nil {
-		return err
+// headBypass is the evidence in the owners of head.json (headWriters) that
+// the Head was written outside the tool: an owner other than the
+// tool's Head field manager, or no owner at all.
+func headBypass(writers []FieldDrift) []string {
+	if len(writers) == 0 {
+		return []string{"no managedFields entry owns head.json (they were cleared): who wrote this Head cannot be shown"}
 	}
-	switch n := len(rep.HeadWriters); {
-	case n == 0:
-		rep.Bypass = append(rep.Bypass, "no managedFields entry owns head.json (they were cleared): who wrote this Head cannot be shown")
-	default:
-		for _, w := range rep.HeadWriters {
-			if w.Manager != deploy.HeadFieldManager {
-				rep.Bypass = append(rep.Bypass, fmt.Sprintf("head.json was written by field manager %q (%s %s), not by kubectl-ql3 (%q): the Head was moved outside the tool, and no approval gated that move", w.Manager, w.Operation, w.Time, deploy.HeadFieldManager))
-			}
+	var out []string
+	for _, w := range writers {
+		if w.Manager != deploy.HeadFieldManager {
+			out = append(out, fmt.Sprintf("head.json was written by field manager %q (%s %s), not by kubectl-ql3 (%q): the Head was moved outside the tool, and no approval gated that move", w.Manager, w.Operation, w.Time, deploy.HeadFieldManager))
 		}
 	}
+	return out
+}
+
+// approvalStatus is the two-person rule at Head h of ns, nil when the
+// rule is off and h records no approval (nothing more is read then); and
+// the evidence that h claims an approval its object does not attest. It
+// reads the approval object (a malformed one is tamper, as for every
+// reader of it).
+func approvalStatus(ctx context.Context, c deploy.Cluster, ns string, h *deploy.Head) (*ApprovalStatus, []string, error) {
 	if h.ApprovalPolicy == "" && h.Approval == nil {
-		return nil
+		return nil, nil, nil
 	}
 	a := &ApprovalStatus{Policy: "off", Applied: h.Approval}
 	if h.ApprovalPolicy != "" {
 		a.Policy = h.ApprovalPolicy
 	}
-	ocm, obj, present, err := gate.Read(ctx, c.Clientset(), rep.Namespace)
+	ocm, obj, present, err := gate.Read(ctx, c.Clientset(), ns)
 	if err != nil && !fail.Is(err, fail.Tamper) {
-		return fmt.Errorf("under the two-person rule status reads the approval object too (`kubectl ql3 rbac --role executor-approval -n %s` grants get on it): %w", rep.Namespace, err)
+		return nil, nil, fmt.Errorf("under the two-person rule status reads the approval object too (`kubectl ql3 rbac --role executor-approval -n %s` grants get on it): %w", ns, err)
 	}
-	if err != nil {
-		return err
+	if err != nil || !present {
+		return a, nil, err
 	}
-	if present {
-		a.Object = &ApprovalObject{Approval: obj, UID: string(ocm.UID), ResourceVersion: ocm.ResourceVersion,
-			MatchesHead: obj.ExpectedHead == h.Expected().String() && h.Phase == deploy.PhaseCommitted}
-		rep.Bypass = append(rep.Bypass, appliedMismatch(h, a.Object)...)
-	}
-	rep.Approval = a
-	return nil
+	a.Object = &ApprovalObject{Approval: obj, UID: string(ocm.UID), ResourceVersion: ocm.ResourceVersion,
+		MatchesHead: obj.ExpectedHead == h.Expected().String() && h.Phase == deploy.PhaseCommitted}
+	return a, appliedMismatch(h, a.Object), nil
 }
 
 // appliedMismatch: when the approval object is the very object the Head
@@ -106,29 +97,26 @@ func appliedMismatch(h *deploy.Head, o *ApprovalObject) []string {
 		h.Generation, ap.UID, ap.Proposer, ap.Approver, h.Transition.PreflightDigest, o.Decision, o.Approver, o.Proposer, o.PreflightDigest)}
 }
 
-// headWriters are the managedFields entries that own data["head.json"].
-// A server-side apply or update of head.json moves its ownership to the
-// writer, so the owners are its last writers.
-func headWriters(cm *corev1.ConfigMap) ([]HeadWriter, error) {
-	var out []HeadWriter
+// headJSONField is data["head.json"] as OwnedFields names it.
+const headJSONField = ".data." + deploy.HeadKey
+
+// headWriters are the managedFields entries that own data["head.json"]
+// (OwnedFields, as Drift reads them). An update or apply of head.json
+// moves its ownership to the writer, so the owners are its last writers.
+func headWriters(cm *corev1.ConfigMap) ([]FieldDrift, error) {
+	var out []FieldDrift
 	for _, mf := range cm.ManagedFields {
 		if mf.FieldsV1 == nil {
 			continue
 		}
-		var f struct {
-			Data map[string]json.RawMessage `json:"f:data"`
-		}
-		if err := json.Unmarshal(mf.FieldsV1.Raw, &f); err != nil {
+		paths, err := OwnedFields(mf.FieldsV1.Raw)
+		if err != nil {
 			return nil, fmt.Errorf("head %s/%s: managedFields of %q: %w", cm.Namespace, cm.Name, mf.Manager, err)
 		}
-		if _, ok := f.Data["f:"+deploy.HeadKey]; !ok {
+		if !slices.Contains(paths, headJSONField) {
 			continue
 		}
-		w := HeadWriter{Manager: mf.Manager, Operation: string(mf.Operation)}
-		if mf.Time != nil {
-			w.Time = mf.Time.UTC().Format("2006-01-02T15:04:05Z")
-		}
-		out = append(out, w)
+		out = append(out, fieldOf(mf, headJSONField))
 	}
 	return out, nil
 }
