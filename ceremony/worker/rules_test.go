@@ -219,6 +219,9 @@ func TestJudgeRollout(t *testing.T) {
 		{name: "a pod of another owner is not the Worker's", pods: []corev1.Pod{fixturePod("p-new", "new", true, nil), fixturePod("other", "foreign", true, nil)}},
 		{name: "old pod terminating", pods: []corev1.Pod{fixturePod("p-new", "new", true, nil), fixturePod("p-old", "old", true, func(p *corev1.Pod) { p.DeletionTimestamp = &now })},
 			want: []string{"pod p-old of the older ReplicaSet old still exists (Running, terminating)"}},
+		{name: "an evicted pod of the older ReplicaSet is finished, not running", pods: []corev1.Pod{fixturePod("p-new", "new", true, nil), fixturePod("p-old", "old", false, func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+		})}},
 		{name: "new pod cannot pull", pods: []corev1.Pod{fixturePod("p-new", "new", false, neverPull)},
 			want:  []string{"pod p-new: Pending, init container private-copy waiting: ErrImageNeverPull (image is not present)", "ReplicaSet new: 0 of 1 pods Ready"},
 			stuck: "container private-copy waiting: ErrImageNeverPull: image is not present"},

@@ -189,8 +189,8 @@ func judgeRollout(dep *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1
 	for i := range pods {
 		p := &pods[i]
 		c := metav1.GetControllerOf(p)
-		if c == nil || owned[c.UID] == "" {
-			continue
+		if c == nil || owned[c.UID] == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue // a finished pod (an evicted one stays, Failed) runs nothing: controllers do not count it either
 		}
 		switch {
 		case newRS == nil || c.UID != newRS.UID:
