@@ -122,7 +122,7 @@ func TestCLIApproval(t *testing.T) {
 	if _, stderr, code := run(t, bob, "reject", "--preflight", pf2); code != 2 || !strings.Contains(stderr, "reason") {
 		t.Fatalf("reject without --reason: exit %d: %s", code, stderr)
 	}
-	if out, stderr, code := run(t, bob, "reject", "--preflight", pf2, "--reason", "not this week"); code != 0 || !strings.Contains(out, "rejected: ") {
+	if out, stderr, code := run(t, bob, "reject", "--preflight", pf2, "--reason", "not this week"); code != 0 || !strings.Contains(out, "rejected: ") || !strings.Contains(stderr, "reject: install 3.1.0 in namespace "+ns) {
 		t.Fatalf("reject: exit %d\n%s\n%s", code, out, stderr)
 	}
 	if _, stderr, code := run(t, bob, "approve", "--preflight", pf); code != 3 || !strings.Contains(stderr, "rejected by bob") {

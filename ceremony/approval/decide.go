@@ -11,6 +11,9 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
+// verb is the command that records each decision, for its progress line.
+var verb = map[string]string{record.Approved: "approve", record.Rejected: "reject"}
+
 // DecideRequest is `kubectl ql3 approve` and `kubectl ql3 reject`.
 type DecideRequest struct {
 	// Record is the path of the preflight record the approver reviewed.
@@ -62,7 +65,7 @@ func Decide(ctx context.Context, c Clients, req DecideRequest) (*Result, error) 
 	case cur.Decision != record.Pending:
 		return nil, fail.Errorf(fail.Conflict, "%s: %s: a decision is final; a new decision needs a new proposal", what, describe(cm, true))
 	}
-	req.Show.Printf("%s: %s %s in namespace %s, preflight %s (command %s), expected head %s, proposed by %s, as %s", strings.TrimSuffix(req.Decision, "d"), s.Transition, s.Version, s.Namespace, s.PreflightDigest, s.CommandDigest, s.ExpectedHead, cur.Proposer, me)
+	req.Show.Printf("%s: %s %s in namespace %s, preflight %s (command %s), expected head %s, proposed by %s, as %s", verb[req.Decision], s.Transition, s.Version, s.Namespace, s.PreflightDigest, s.CommandDigest, s.ExpectedHead, cur.Proposer, me)
 	if err := review(ctx, c, []access.Access{{Verb: "update", Resource: "configmaps", Namespace: s.Namespace, Name: record.Name}}, RoleApprover); err != nil {
 		return nil, err
 	}
