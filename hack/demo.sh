@@ -108,8 +108,11 @@ done
 head_token
 run kubectl-ql3 --as alice preflight "$work/v3.1.1" --transition upgrade --expected-head "$token" --approval two-person --out "$work/approved-3.1.1.json"
 say "kubectl-ql3 --as alice apply --preflight $work/approved-3.1.1.json --receipts-dir $receipts   # refused: not approved yet"
-if kubectl-ql3 --as alice apply --preflight "$work/approved-3.1.1.json" --receipts-dir "$receipts"; then
-  echo "apply without an approval succeeded"; exit 1
+code=0
+kubectl-ql3 --as alice apply --preflight "$work/approved-3.1.1.json" --receipts-dir "$receipts" 2>"$work/refused" || code=$?
+cat "$work/refused"
+if [ "$code" != 2 ] || ! grep -q "needs a second person's approval" "$work/refused"; then
+  echo "apply without an approval: exit $code, want 2 (refused, not approved)"; exit 1
 fi
 run kubectl-ql3 --as alice propose --preflight "$work/approved-3.1.1.json"
 run kubectl-ql3 --as bob approve --preflight "$work/approved-3.1.1.json" --reason "reviewed the diff"
