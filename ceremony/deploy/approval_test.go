@@ -152,8 +152,8 @@ func (p *twoPerson) headWrites() int {
 // approves, alice applies and the Head records both; the next record keeps
 // the rule and is not approved by the earlier approval; a second record
 // after an approval (the same Head) is not approved; turning the rule off
-// needs an approval too; a record edited to name another proposer cannot be
-// proposed.
+// needs an approval too (a record edited to name another proposer:
+// TestProposeRefusesAnotherProposer).
 func TestTwoPersonRuleGatesApply(t *testing.T) {
 	p := newTwoPerson(t)
 	v300 := release(t, "v3.0.0", p.ns, "")

@@ -291,7 +291,7 @@ type approvalKillTally struct {
 func (c *campaign) approvalKills(cs *caseState) Row {
 	runs := c.runs(10, 1)
 	row, t0 := openRow("approval: SIGKILL of propose, approve and apply at random moments, then rerun", runs,
-		"every rerun exits 0; one approved object and a committed Head recording proposer and approver; no Head without the approval at any moment")
+		"every rerun exits 0; one approved object and a committed Head recording proposer and approver; no Head without the approval after any kill")
 	t := &approvalKillTally{killed: map[string]int{}, late: map[string]int{}, landed: map[string]int{}}
 	converged := approvalRuns(cs, runs, func(run int) error { return c.approvalKillRun(cs.rng(run), t) })
 	row.Observed = fmt.Sprintf("%d/%d runs converged; killed propose %d, approve %d, apply %d times (its write had landed: %d, %d, %d; %d, %d, %d kills came after the end); %d recoveries by resume",
