@@ -279,8 +279,8 @@ func (o *preflightOptions) Validate() error {
 	if err := validateSupersede(o.supersede, o.expected); err != nil {
 		return err
 	}
-	if o.approval != "" && o.approval != deploy.ApprovalTwoPerson && o.approval != deploy.ApprovalNone {
-		return fail.Errorf(fail.Invalid, "--approval %q: want %q or %q", o.approval, deploy.ApprovalTwoPerson, deploy.ApprovalNone)
+	if err := deploy.CheckApprovalFlag(o.approval); err != nil {
+		return err
 	}
 	return o.cf.validate()
 }

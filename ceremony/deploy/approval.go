@@ -38,21 +38,25 @@ func ApprovalRequired(head *Head, c Command) bool {
 	return headRequiresApproval(head) || c.Approval == ApprovalTwoPerson
 }
 
+// CheckApprovalFlag is the rule of preflight's --approval: "",
+// two-person or none.
+func CheckApprovalFlag(flag string) error {
+	if flag != "" && flag != ApprovalTwoPerson && flag != ApprovalNone {
+		return fail.Errorf(fail.Invalid, "--approval %q: want %q or %q", flag, ApprovalTwoPerson, ApprovalNone)
+	}
+	return nil
+}
+
 // approvalPolicy is the record's command.approval for preflight
 // --approval flag ("" keeps the Head's policy; no Head: none).
 func approvalPolicy(head *Head, flag string) (string, error) {
-	switch flag {
-	case "":
-		if head != nil && head.ApprovalPolicy == ApprovalTwoPerson {
-			return ApprovalTwoPerson, nil
-		}
-		return "", nil
-	case ApprovalTwoPerson:
-		return ApprovalTwoPerson, nil
-	case ApprovalNone:
-		return "", nil
+	if err := CheckApprovalFlag(flag); err != nil {
+		return "", err
 	}
-	return "", fail.Errorf(fail.Invalid, "--approval %q: want %q or %q", flag, ApprovalTwoPerson, ApprovalNone)
+	if flag == ApprovalTwoPerson || (flag == "" && head != nil && head.ApprovalPolicy == ApprovalTwoPerson) {
+		return ApprovalTwoPerson, nil
+	}
+	return "", nil
 }
 
 // preflightProposer is the record's proposer: when the transition needs an

@@ -85,8 +85,10 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 		if applying.Approval, err = o.approvalGate(ctx, head, rec); err != nil {
 			return nil, gateRefusal{err}
 		}
-		if err := applying.Seal(); err != nil {
-			return nil, err
+		if applying.Approval != nil { // newApplyingHead sealed it without one
+			if err := applying.Seal(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if ref, err = o.writeHead(ctx, ns, ref, head, applying); err != nil {
