@@ -95,8 +95,12 @@ func (o *packageStageOptions) Run() error {
 		return fail.Errorf(fail.Invalid, "--bundle %s: %w", o.bundle, err)
 	}
 	defer bundle.Close()
-	if fi, err := bundle.Stat(); err != nil || fi.Size() == 0 {
-		return fail.Errorf(fail.Invalid, "--bundle %s: the bundle must not be empty (%v)", o.bundle, err)
+	fi, err := bundle.Stat()
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "--bundle %s: %w", o.bundle, err)
+	}
+	if fi.Size() == 0 {
+		return fail.Errorf(fail.Invalid, "--bundle %s: the bundle must not be empty", o.bundle)
 	}
 	p.Bundle = bundle // streamed into the layout, hashed while copied
 	if o.adapter == "" {

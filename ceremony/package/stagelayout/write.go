@@ -55,6 +55,8 @@ func (s *Staged) Statement() Statement {
 		AdapterEvidenceDigest: s.Evidence.AdapterEvidenceDigest}
 }
 
+var errEmpty = fail.Errorf(fail.Invalid, "stage: the lock, the bundle and the adapter evidence must not be empty")
+
 // WritePackage writes p's blobs and package manifest into the OCI layout
 // dir — a new or empty directory (created), or an existing layout whose
 // index.json gains the manifest — and returns what it wrote. Each file is
@@ -66,7 +68,7 @@ func WritePackage(dir string, p Package) (*Staged, error) {
 		return nil, fail.Errorf(fail.Invalid, "stage: %v", err)
 	}
 	if len(p.Lock) == 0 || p.Bundle == nil || len(p.Evidence) == 0 {
-		return nil, fail.Errorf(fail.Invalid, "stage: the lock, the bundle and the adapter evidence must not be empty")
+		return nil, errEmpty
 	}
 	w, err := openWriter(dir)
 	if err != nil {
@@ -179,23 +181,20 @@ func (w *writer) unavailable(name string, err error) error {
 
 // file writes name whole: a temporary file renamed over it.
 func (w *writer) file(name string, data []byte) error {
-	return w.fileFrom(name, func(f io.Writer) error {
+	tmp, err := w.temp(path.Dir(name), func(f io.Writer) error {
 		_, err := f.Write(data)
 		return err
 	})
+	if err != nil {
+		return w.unavailable(name, err)
+	}
+	return w.place(tmp, name)
 }
 
-// fileFrom writes name whole from write: into a temporary file in name's
-// directory, renamed over name once write and the close succeeded; name
-// may be chosen only once the bytes are written (stream).
-func (w *writer) fileFrom(name string, write func(io.Writer) error) error {
-	tmp, err := w.temp(path.Dir(name), write)
-	if err == nil {
-		if err = w.root.Rename(tmp, name); err != nil {
-			_ = w.root.Remove(tmp)
-		}
-	}
-	if err != nil {
+// place renames the temporary file tmp to name (removing it if that fails).
+func (w *writer) place(tmp, name string) error {
+	if err := w.root.Rename(tmp, name); err != nil {
+		_ = w.root.Remove(tmp)
 		return w.unavailable(name, err)
 	}
 	return nil
@@ -243,14 +242,10 @@ func (w *writer) stream(mediaType string, r io.Reader) (Descriptor, error) {
 	}
 	if n == 0 {
 		_ = w.root.Remove(tmp)
-		return Descriptor{}, fail.Errorf(fail.Invalid, "stage: the lock, the bundle and the adapter evidence must not be empty")
+		return Descriptor{}, errEmpty
 	}
 	d := Descriptor{MediaType: mediaType, Digest: h.Digest(), Size: n}
-	if err := w.root.Rename(tmp, blobPath(d.Digest)); err != nil {
-		_ = w.root.Remove(tmp)
-		return Descriptor{}, w.unavailable(blobPath(d.Digest), err)
-	}
-	return d, nil
+	return d, w.place(tmp, blobPath(d.Digest))
 }
 
 // readerErr records its reader's error, so a copy's failure can be told
