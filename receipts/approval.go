@@ -38,13 +38,20 @@ func CheckApproval(generation int64, policy string, a *Approval) error {
 	return nil
 }
 
+// MovedUnapproved says whether generation c moved from p without the
+// approval the two-person rule on at p required (the chain's first
+// approval rule; history marks the row).
+func MovedUnapproved(p, c *Receipt) bool {
+	return p.ApprovalPolicy == PolicyTwoPerson && c.Approval == nil
+}
+
 // approvalRule is the chain's rule between generation p and the next
 // receipt c (docs/receipts.md §5.2): c carries an approval exactly when
 // the rule was on at p or c turns it on. A Head moved by a raw write while
 // the rule was on is evident here.
 func approvalRule(p, c *Receipt) []string {
 	switch {
-	case p.ApprovalPolicy == PolicyTwoPerson && c.Approval == nil:
+	case MovedUnapproved(p, c):
 		return []string{fmt.Sprintf("generation %d moved without an approval while the two-person rule was on (generation %d has approvalPolicy %s)", c.Generation, p.Generation, PolicyTwoPerson)}
 	case p.ApprovalPolicy == "" && c.ApprovalPolicy == "" && c.Approval != nil:
 		return []string{fmt.Sprintf("generation %d carries an approval, but neither it nor generation %d has the two-person rule on", c.Generation, p.Generation)}

@@ -174,7 +174,7 @@ func approvalOf(e *HistoryEntry, cur, prev *receipts.Receipt) {
 	if a := cur.Approval; a != nil {
 		e.Proposer, e.Approver = a.Proposer, a.Approver
 	}
-	e.Unapproved = prev != nil && prev.ApprovalPolicy == receipts.PolicyTwoPerson && cur.Approval == nil
+	e.Unapproved = prev != nil && receipts.MovedUnapproved(prev, cur)
 }
 
 // supersededRows are the rows of the generations that never committed
