@@ -134,8 +134,8 @@ func Stamped(dep *appsv1.Deployment, want delivery.Stamp) *appsv1.Deployment {
 // is settled by reading back: success only when the object holds exactly
 // this delivery. With o.Wait, it then waits (GET and LIST polling, never a
 // watch) until the new credential's pod is Available and no pod of an
-// older ReplicaSet is left; a wait that times out returns the result with
-// an unavailable error (exit 4) saying what was and was not verified.
+// older ReplicaSet is left; a wait that times out is an unavailable error
+// (exit 4) saying what was and was not verified.
 func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, error) {
 	dn := d.Target.Deployment
 	dep, tok, err := o.readTarget(ctx, d)
@@ -180,7 +180,7 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 		return nil, err
 	}
 	if replayed {
-		return res, o.maybeWait(ctx, d, dn, want, res)
+		return o.maybeWait(ctx, d, dn, want, res)
 	}
 	if o.Crash != nil {
 		o.Crash(CrashAfterSecret)
@@ -197,16 +197,19 @@ func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, err
 		return nil, err
 	}
 	o.Say.Printf("%s: carries credential %q (generation %d) and %s holds its token: written and read back; the rollout has started", o.deploymentWhat(dn), d.CredentialID, d.Generation, o.secretWhat())
-	return res, o.maybeWait(ctx, d, dn, want, res)
+	return o.maybeWait(ctx, d, dn, want, res)
 }
 
-// maybeWait waits for the rollout of want when o.Wait is set; the result
-// is returned with the error so that a caller can still print it.
-func (o *Options) maybeWait(ctx context.Context, d *delivery.Delivery, dn string, want delivery.Stamp, res *Result) error {
-	if o.Wait <= 0 {
-		return nil
+// maybeWait waits for the rollout of want when o.Wait is set and returns
+// res, completed by the wait; a wait that fails is only its error (what was
+// written and verified is in its message).
+func (o *Options) maybeWait(ctx context.Context, d *delivery.Delivery, dn string, want delivery.Stamp, res *Result) (*Result, error) {
+	if o.Wait > 0 {
+		if err := o.waitRollout(ctx, d, dn, want, res); err != nil {
+			return nil, err
+		}
 	}
-	return o.waitRollout(ctx, d, dn, want, res)
+	return res, nil
 }
 
 // readTarget checks the stage namespace, the key, the permission of the
