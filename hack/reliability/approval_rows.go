@@ -15,7 +15,7 @@ import (
 // --- racing approvers ----------------------------------------------------------
 
 type approvalRaceTally struct {
-	winners, approvedWins, conflicts, settledByRead, settledByStatus, loserWrites, commits, refused int
+	winners, approvedWins, conflicts, settledByRead, dropped, loserWrites, commits, refused int
 }
 
 // approvalRace: one proposal, six approvers at once (one in three
@@ -24,19 +24,20 @@ func (c *campaign) approvalRace(cs *caseState) Row {
 	const n = 6
 	runs := c.runs(10, 1)
 	row, t0 := openRow("approval: racing approvers (6 processes, every third losing its answer)", runs,
-		"exactly 1 decision lands per proposal (exit 0, or 4 settled by approval status); the rest exit 3 naming the winner; no successful write by a loser; apply commits recording the winner (a winning reject: apply exits 2, Head untouched)")
+		"exactly 1 decision lands per proposal (exit 0; a winner whose answer was dropped settled by reading); the rest exit 3 naming the winner; no successful write by a loser; apply commits recording the winner (a winning reject: apply exits 2, Head untouched)")
 	var t approvalRaceTally
 	approvalRuns(cs, runs, func(run int) error { return c.approvalRaceRun(n, cs.rng(run), &t) })
-	row.Observed = fmt.Sprintf("%d winners for %d proposals (%d approve, %d reject); %d losers exited 3 naming the winner; %d decisions settled by reading, %d by approval status; %d successful writes by losers; %d applies committed with the winner, %d refused after a reject",
-		t.winners, runs, t.approvedWins, t.winners-t.approvedWins, t.conflicts, t.settledByRead, t.settledByStatus, t.loserWrites, t.commits, t.refused)
+	row.Observed = fmt.Sprintf("%d winners for %d proposals (%d approve, %d reject); %d losers exited 3 naming the winner; %d decisions settled by reading, %d answers dropped; %d successful writes by losers; %d applies committed with the winner, %d refused after a reject",
+		t.winners, runs, t.approvedWins, t.winners-t.approvedWins, t.conflicts, t.settledByRead, t.dropped, t.loserWrites, t.commits, t.refused)
 	row.Pass = t.winners == runs && t.loserWrites == 0 && t.commits+t.refused == runs && len(cs.failures()) == 0
 	row.Details = map[string]any{"winners": t.winners, "approvedWins": t.approvedWins, "conflicts": t.conflicts, "settledByRead": t.settledByRead,
-		"settledByStatus": t.settledByStatus, "loserWrites": t.loserWrites, "commits": t.commits, "refusedAfterReject": t.refused}
+		"answersDropped": t.dropped, "loserWrites": t.loserWrites, "commits": t.commits, "refusedAfterReject": t.refused}
 	return closeRow(cs, row, t0)
 }
 
 type racer struct {
 	user, kc, verb string
+	lose           *faults.Fault // drops the answer to its update; nil: none
 	res            procResult
 }
 
@@ -97,7 +98,7 @@ func (c *campaign) race(p *twoPerson, n int, rng *rand.Rand) ([]*racer, error) {
 		if i%3 == 0 {
 			match = approvalUpdate(p.ns)
 		}
-		lkc, _, stop, err := c.lossyKubeconfig(kc, p.ns, match)
+		lkc, lose, stop, err := c.lossyKubeconfig(kc, p.ns, match)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +107,7 @@ func (c *campaign) race(p *twoPerson, n int, rng *rand.Rand) ([]*racer, error) {
 		if rng.IntN(3) == 0 {
 			verb = "reject"
 		}
-		rs[i] = &racer{user: u, kc: lkc, verb: verb}
+		rs[i] = &racer{user: u, kc: lkc, verb: verb, lose: lose}
 	}
 	var wg sync.WaitGroup
 	for _, r := range rs {
@@ -117,18 +118,26 @@ func (c *campaign) race(p *twoPerson, n int, rng *rand.Rand) ([]*racer, error) {
 	return rs, nil
 }
 
-// judgeRace finds the one winner (exit 0, or exit 4 settled by approval
-// status), checks the object holds its decision, that every loser exited 3
-// naming it, and the audit log: one successful update by the winner, none
-// by a loser.
+// judgeRace finds the one winner (exit 0; settled by reading when its
+// answer was dropped), checks the object holds its decision, that every
+// loser exited 3 naming it, and the audit log: one successful update by
+// the winner, none by a loser. A dropped answer cannot leave the outcome
+// undecided (the update reached the API server, so reading settles it):
+// exit 4 is a failure.
 func (c *campaign) judgeRace(p *twoPerson, rs []*racer, t *approvalRaceTally) (*racer, error) {
 	var wins, losers []*racer
 	for _, r := range rs {
+		if r.lose != nil {
+			t.dropped += r.lose.Fired()
+		}
 		switch r.res.code {
 		case 0:
 			res, err := result(r.res)
 			if err != nil || res.Outcome != decisionOf(r.verb) || res.Approval.Approver != r.user {
 				return nil, fmt.Errorf("%s %s: exit 0 but outcome %q approver %q (%v)", r.user, r.verb, res.Outcome, res.Approval.Approver, err)
+			}
+			if r.lose != nil && r.lose.Fired() > 0 && !res.Settled {
+				return nil, fmt.Errorf("%s %s: its answer was dropped, yet exit 0 without settling by reading", r.user, r.verb)
 			}
 			if res.Settled {
 				t.settledByRead++
@@ -136,17 +145,6 @@ func (c *campaign) judgeRace(p *twoPerson, rs []*racer, t *approvalRaceTally) (*
 			wins = append(wins, r)
 		case 3:
 			losers = append(losers, r)
-		case 4:
-			st, sr := c.approvalStatus(p.ns)
-			if sr.code != 0 || st.Approval == nil {
-				return nil, fmt.Errorf("%s: exit 4, then approval status exit %d: %s", r.user, sr.code, sr.stderr)
-			}
-			t.settledByStatus++
-			if st.Approval.Approver == r.user && st.Approval.Decision == decisionOf(r.verb) {
-				wins = append(wins, r)
-			} else {
-				losers = append(losers, r)
-			}
 		default:
 			return nil, fmt.Errorf("%s %s: exit %d: %s", r.user, r.verb, r.res.code, r.res.stderr)
 		}
