@@ -1,29 +1,37 @@
 package deploy_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy/deploytest"
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
 // A cluster admin bypasses the tool: with the two-person rule on at
-// generation 1, they write with kubectl a valid, self-consistent
-// generation 2 that drops the rule and carries no approval. Every reader
-// accepts that Head alone; its receipt (built from the Head as a rerun of
-// apply rebuilds it) makes the chain fail the audit, naming the move.
+// generation 1, they write with kubectl, under the tool's own field manager
+// name, a valid, self-consistent generation 2 that drops the rule and
+// carries no approval. Every reader of the Head alone accepts it — status
+// too finds no bypass (docs/approval.md §9: what status cannot see); its
+// receipt (built from the Head as a rerun of apply rebuilds it) makes the
+// chain fail the audit, naming the move.
 func TestRawHeadWriteBreaksTheAuditChain(t *testing.T) {
 	p := newTwoPerson(t)
 	v300 := release(t, "v3.0.0", p.ns, "")
 	h1 := p.installUnderTheRule(v300)
 	raw := deploytest.Next(t, h1, "3.0.1")
 	raw.ApprovalPolicy, raw.Approval = "", nil
-	cp.Kubectl(t, deploytest.Manifest(t, p.ns, raw), "replace", "-f", "-")
+	cp.Kubectl(t, deploytest.Manifest(t, p.ns, raw), "replace", "-f", "-", "--field-manager", deploy.HeadFieldManager)
 	h2 := headOf(t, p.ns) // every reader accepts the raw Head alone
 	if h2.Generation != 2 || h2.Approval != nil || h2.ApprovalPolicy != "" {
 		t.Fatalf("raw head: %+v", h2)
+	}
+	st, err := views.Status(context.Background(), p.alice.Cluster, p.ns, 0, nil)
+	if err != nil || len(st.Bypass) != 0 || st.Approval != nil {
+		t.Fatalf("status of the spoofed Head: bypass %q, approval %+v, %v; want none (what status cannot see)", st.Bypass, st.Approval, err)
 	}
 	r2, err := deploy.ReceiptFromHead(h2)
 	if err != nil {
