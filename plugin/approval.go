@@ -199,7 +199,7 @@ Offline.`,
 			if err := validateOutput(output, outputJSON, outputYAML); err != nil {
 				return err
 			}
-			return printRBAC(streams.Out, output, []any{gate.Policy(), gate.Binding()})
+			return printRBAC(streams.Out, output, gate.Policies())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", outputYAML, outputUsage(outputJSON, outputYAML)+"; yaml is a multi-document stream, the others see a v1 List")

@@ -87,20 +87,22 @@ func (c *campaign) installApprovalPolicy() error {
 	return c.waitEnforced()
 }
 
-// waitEnforced polls gate.VerifyPolicy (the gate's own proof: the policy
-// and binding as printed, two dry-run forgeries denied) with a 30s
-// deadline: the API server compiles a policy a moment after it is written.
+// waitEnforced polls gate.VerifyPolicy (the gate's own proof: the policies
+// and bindings as printed, dry-run forgeries denied) with a 30s deadline —
+// the API server compiles a policy a moment after it is written — and
+// until their attestation window is over, so later approvals count.
 func (c *campaign) waitEnforced() error {
 	ns, err := c.namespace("apprpolicy")
 	if err != nil {
 		return err
 	}
 	var last error
+	var e gate.Enforced
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = gate.VerifyPolicy(ctx, c.admin, ns)
-		return last == nil, nil
+		e, last = gate.VerifyPolicy(ctx, c.admin, ns)
+		return last == nil && e.Attested(time.Now().Add(-time.Second)), nil
 	}); err != nil {
-		return fmt.Errorf("the approval policy is not enforced after 30s: %v", last)
+		return fmt.Errorf("the approval policies are not enforced, or their attestation window not over, after 30s: %v", last)
 	}
 	return nil
 }

@@ -2,6 +2,9 @@ package gate_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -177,7 +180,7 @@ func TestVerifyPolicyRefuses(t *testing.T) {
 	exec := cp.Clientset() // the policy's reader: the admin, so that only the policy decides
 	refused := func(t *testing.T, want string) {
 		t.Helper()
-		err := gate.VerifyPolicy(ctx, exec, ns)
+		_, err := gate.VerifyPolicy(ctx, exec, ns)
 		if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), gate.InstallHint) {
 			t.Fatalf("VerifyPolicy: %v, want invalid saying %q and how to install", err, want)
 		}
@@ -214,13 +217,13 @@ func TestVerifyPolicyRefuses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			installPolicy(t)
+			gatetest.Put(t, cp.Clientset())
 			c.breakIt(t)
 			refused(t, c.want)
 		})
 	}
 	installPolicy(t)
-	if err := gate.VerifyPolicy(ctx, exec, ns); err != nil {
+	if _, err := gate.VerifyPolicy(ctx, exec, ns); err != nil {
 		t.Fatalf("reinstalled: %v", err)
 	}
 }
@@ -243,7 +246,7 @@ func TestVerifyPolicyProbes(t *testing.T) {
 	t.Cleanup(func() { installPolicy(t) })
 	// The spec differs, so the comparison refuses first; the probes are
 	// proven on their own below by sending them while the policy is off.
-	if err := gate.VerifyPolicy(ctx, exec, ns); !fail.Is(err, fail.Invalid) {
+	if _, err := gate.VerifyPolicy(ctx, exec, ns); !fail.Is(err, fail.Invalid) {
 		t.Fatalf("VerifyPolicy: %v", err)
 	}
 	// The API server sees the policy change a moment later: poll with a deadline.
@@ -256,5 +259,64 @@ func TestVerifyPolicyProbes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("probe %s with the policy matching another name: %v, want accepted", pr.Name, last)
 		}
+	}
+}
+
+// TestPolicyReasonVectors holds the policy to the reason rule of
+// docs/approval.md §1 that every reader applies (record.CheckReason): each
+// reason vector of testdata/vectors/approval, sent as bob's rejection
+// (dry-run), is allowed exactly when the vector is accepted — one rule on
+// both sides, bytes and control characters alike.
+func TestPolicyReasonVectors(t *testing.T) {
+	installPolicy(t)
+	ns := cp.Namespace(t)
+	alice, bob := editor(t, ns, "alice"), editor(t, ns, "bob")
+	ctx := context.Background()
+	if _, err := alice.CoreV1().ConfigMaps(ns).Create(ctx, gate.ConfigMap(ns, pending("alice")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "..", "..", "testdata", "vectors", "approval")
+	var set struct {
+		Vectors []struct{ Name, Input, Verdict string } `json:"vectors"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "vectors.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &set); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range set.Vectors {
+		if !strings.HasPrefix(v.Name, "reason-") && v.Name != "rejected-longest-reason" && v.Name != "approved-no-reason" {
+			continue // the reason rule's vectors (pending-reason is the create rule's)
+		}
+		n++
+		t.Run(v.Name, func(t *testing.T) {
+			var vec struct {
+				Data map[string]string `json:"data"`
+			}
+			b, err := os.ReadFile(filepath.Join(dir, v.Input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &vec); err != nil {
+				t.Fatal(err)
+			}
+			cur, err := bob.CoreV1().ConfigMaps(ns).Get(ctx, record.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur.Data["decision"], cur.Data["approver"], cur.Data["reason"] = record.Rejected, "bob", vec.Data["reason"]
+			_, err = bob.CoreV1().ConfigMaps(ns).Update(ctx, cur, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			want := ""
+			if v.Verdict != "accept" {
+				want = gate.MsgShape
+			}
+			expect(t, err, want)
+		})
+	}
+	if n < 6 {
+		t.Fatalf("%d reason vectors, want at least 6", n)
 	}
 }

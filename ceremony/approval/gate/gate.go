@@ -80,10 +80,14 @@ type Approved struct {
 // Check is the apply gate: the approval object of ns exists, is well
 // formed, approved, for exactly this preflight digest, command digest and
 // expected-Head token, by an approver other than its proposer — and the
-// API server enforces the policy that makes those names true (VerifyPolicy).
+// API server enforces the policies that make those names true
+// (VerifyPolicy), and has since before the object was created: it was
+// created at least AttestWindow after the policies last changed, so every
+// write to it (its create and its decision) was checked by them.
 // Any failure refuses: tamper (5) for a malformed object, invalid (2) for
-// a missing, pending, rejected or mismatched approval and for a policy
-// that is missing, altered or not enforcing.
+// a missing, pending, rejected or mismatched approval, for a policy
+// that is missing, altered or not enforcing, and for an approval created
+// within the window after the policies changed.
 func Check(ctx context.Context, cs kubernetes.Interface, ns, preflightDigest, commandDigest, expectedHead string) (Approved, error) {
 	cm, a, present, err := Read(ctx, cs, ns)
 	if err != nil {
@@ -106,8 +110,12 @@ func Check(ctx context.Context, cs kubernetes.Interface, ns, preflightDigest, co
 	case a.Decision != record.Approved || a.Approver == a.Proposer:
 		return refuse("not approved by a second person") // Parse refuses these already
 	}
-	if err := VerifyPolicy(ctx, cs, ns); err != nil {
+	enforced, err := VerifyPolicy(ctx, cs, ns)
+	if err != nil {
 		return Approved{}, err
+	}
+	if !enforced.Attested(cm.CreationTimestamp.Time) {
+		return Approved{}, fail.Errorf(fail.Invalid, "%v", windowRefusal(ns, cm.CreationTimestamp.Time, enforced))
 	}
 	return Approved{Namespace: ns, Proposer: a.Proposer, Approver: a.Approver, Reason: a.Reason,
 		UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}, nil

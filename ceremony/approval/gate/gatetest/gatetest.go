@@ -15,27 +15,39 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 )
 
-// Install creates, or updates back to what the tool prints, the policy
-// and its binding as admin, then WaitEnforced in ns.
+// Install creates, or updates back to what the tool prints, the two
+// policies and their bindings as admin, then WaitEnforced in ns.
 func Install(t testing.TB, admin kubernetes.Interface, ns string) {
+	t.Helper()
+	Put(t, admin)
+	WaitEnforced(t, admin, ns)
+}
+
+// Put creates, or updates back to what the tool prints, the two policies
+// and their bindings as admin, without waiting for them to be enforced.
+func Put(t testing.TB, admin kubernetes.Interface) {
 	t.Helper()
 	adm := admin.AdmissionregistrationV1()
 	put(t, adm.ValidatingAdmissionPolicies(), gate.Policy())
 	put(t, adm.ValidatingAdmissionPolicyBindings(), gate.Binding())
-	WaitEnforced(t, admin, ns)
+	put(t, adm.ValidatingAdmissionPolicies(), gate.HeadPolicy())
+	put(t, adm.ValidatingAdmissionPolicyBindings(), gate.HeadBinding())
 }
 
 // WaitEnforced polls gate.VerifyPolicy in ns as admin, with a 30s
-// deadline, until the API server enforces the policy (it compiles a new
-// policy a moment after it is written).
+// deadline, until the API server enforces the policies (it compiles a new
+// policy a moment after it is written), and then until the attestation
+// window after their last change has passed on the API server's clock
+// (the same host's), so that an approval created from now on counts.
 func WaitEnforced(t testing.TB, admin kubernetes.Interface, ns string) {
 	t.Helper()
 	var last error
+	var e gate.Enforced
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = gate.VerifyPolicy(ctx, admin, ns)
-		return last == nil, nil
+		e, last = gate.VerifyPolicy(ctx, admin, ns)
+		return last == nil && e.Attested(time.Now().Add(-time.Second)), nil
 	}); err != nil {
-		t.Fatalf("the approval policy is not enforced after 30s: %v", last)
+		t.Fatalf("the approval policies are not enforced, or their window not over, after 30s: %v (last change %s at %s)", last, e.ChangedBy, e.ChangedAt)
 	}
 }
 
