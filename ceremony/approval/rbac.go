@@ -67,7 +67,7 @@ func RBAC(role, ns string, subj access.Subject) ([]any, error) {
 		rules = []rbacv1.PolicyRule{cmRule([]string{"get"}, record.Name), cmRule([]string{"create"})}
 		note = CreateNote
 		cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"},
-			Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get"}, ResourceNames: []string{gate.PolicyName}})
+			Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get"}, ResourceNames: []string{gate.PolicyName, gate.HeadPolicyName}})
 	default:
 		return nil, fail.Errorf(fail.Invalid, "--role %q, want one of %q", role, Roles)
 	}

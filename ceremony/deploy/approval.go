@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -130,6 +135,61 @@ func checkApprovalIntent(p *PreflightRecord) error {
 		return fmt.Errorf("command.approval %q: want %q or absent", p.Command.Approval, ApprovalTwoPerson)
 	case p.Command.Approval == ApprovalTwoPerson && p.Proposer == "":
 		return fmt.Errorf("command.approval %s needs a proposer", ApprovalTwoPerson)
+	}
+	return nil
+}
+
+// hasFlatKeys says whether h's ConfigMap holds the flat keys and the label
+// the Head policy reads (docs/head.md §1): exactly when head.json has
+// approvalPolicy or approval.
+func (h *Head) hasFlatKeys() bool { return h.ApprovalPolicy != "" || h.Approval != nil }
+
+// headLabels is the Head ConfigMap's exact label set for h.
+func headLabels(h *Head) map[string]string {
+	l := map[string]string{LabelManagedBy: LabelManagedByValue, LabelHeadSchema: LabelHeadSchemaValue}
+	if h.hasFlatKeys() {
+		l[gate.HeadApprovalLabel] = gate.HeadApprovalLabelValue
+	}
+	return l
+}
+
+// flatKeys is the Head ConfigMap's data less head.json: the flat keys when
+// h has them (each head.json's member of the same meaning; "" for an absent
+// approvalPolicy or approval), else nothing.
+func (h *Head) flatKeys() map[string]string {
+	d := map[string]string{}
+	if !h.hasFlatKeys() {
+		return d
+	}
+	d[gate.HeadKeyPhase] = h.Phase
+	d[gate.HeadKeyGeneration] = strconv.FormatInt(h.Generation, 10)
+	d[gate.HeadKeyPreflightDigest] = h.Transition.PreflightDigest
+	d[gate.HeadKeyCommandDigest] = h.Transition.CommandDigest
+	d[gate.HeadKeyApprovalPolicy] = h.ApprovalPolicy
+	d[gate.HeadKeyApprovalUID], d[gate.HeadKeyApprovalProposer], d[gate.HeadKeyApprovalApprover] = "", "", ""
+	if a := h.Approval; a != nil {
+		d[gate.HeadKeyApprovalUID], d[gate.HeadKeyApprovalProposer], d[gate.HeadKeyApprovalApprover] = a.UID, a.Proposer, a.Approver
+	}
+	return d
+}
+
+// checkFlat is the ConfigMap's rule for its labels and data besides
+// head.json: exactly headLabels(h), and exactly h's flat keys with their
+// values (a Head whose flat keys say other than its head.json is tamper:
+// the Head policy judged the flat keys).
+func (h *Head) checkFlat(cm *corev1.ConfigMap) error {
+	if want := headLabels(h); !maps.Equal(cm.Labels, want) {
+		return fmt.Errorf("labels must be exactly %v, got %v", want, cm.Labels)
+	}
+	want := h.flatKeys()
+	want[HeadKey] = cm.Data[HeadKey]
+	if !slices.Equal(slices.Sorted(maps.Keys(cm.Data)), slices.Sorted(maps.Keys(want))) {
+		return fmt.Errorf("data must hold exactly the keys %v, got %v", slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(cm.Data)))
+	}
+	for _, k := range gate.HeadKeys {
+		if cm.Data[k] != want[k] {
+			return fmt.Errorf("data key %q is %q, but head.json says %q", k, cm.Data[k], want[k])
+		}
 	}
 	return nil
 }

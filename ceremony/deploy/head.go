@@ -178,15 +178,17 @@ func (h *Head) ConfigMap(ns string) (*corev1.ConfigMap, error) {
 	if len(data) > HeadMaxBytes {
 		return nil, fail.Errorf(fail.Invalid, "head: %d bytes exceeds the %d-byte bound (inventory of %d objects is too large for one Head)", len(data), HeadMaxBytes, len(h.Current.Inventory))
 	}
-	return &corev1.ConfigMap{
+	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        HeadName,
 			Namespace:   ns,
-			Labels:      map[string]string{LabelManagedBy: LabelManagedByValue, LabelHeadSchema: LabelHeadSchemaValue},
+			Labels:      headLabels(h),
 			Annotations: map[string]string{AnnotationSelfDigest: h.SelfDigest},
 		},
-		Data: map[string]string{HeadKey: string(data)},
-	}, nil
+		Data: h.flatKeys(),
+	}
+	cm.Data[HeadKey] = string(data)
+	return cm, nil
 }
 
 func tamper(format string, args ...any) error {
@@ -214,15 +216,8 @@ func ParseHeadConfigMap(cm *corev1.ConfigMap) (*Head, error) {
 	case cm.Immutable != nil:
 		return nil, tamper("%s sets immutable", ref)
 	}
-	wantLabels := map[string]string{LabelManagedBy: LabelManagedByValue, LabelHeadSchema: LabelHeadSchemaValue}
-	if !maps.Equal(cm.Labels, wantLabels) {
-		return nil, tamper("%s: labels must be exactly %v, got %v", ref, wantLabels, cm.Labels)
-	}
 	if len(cm.Annotations) != 1 || !inventory.IsDigest(cm.Annotations[AnnotationSelfDigest]) {
 		return nil, tamper("%s: annotations must be exactly %s=<digest>, got %v", ref, AnnotationSelfDigest, slices.Sorted(maps.Keys(cm.Annotations)))
-	}
-	if len(cm.Data) != 1 {
-		return nil, tamper("%s: data must hold exactly the key %q, got %v", ref, HeadKey, slices.Sorted(maps.Keys(cm.Data)))
 	}
 	raw, ok := cm.Data[HeadKey]
 	if !ok {
@@ -231,6 +226,9 @@ func ParseHeadConfigMap(cm *corev1.ConfigMap) (*Head, error) {
 	h, err := ParseHead([]byte(raw))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	if err := h.checkFlat(cm); err != nil {
+		return nil, tamper("%s: %v", ref, err)
 	}
 	if cm.Annotations[AnnotationSelfDigest] != h.SelfDigest {
 		return nil, tamper("%s: annotation %s=%s does not match selfDigest %s", ref, AnnotationSelfDigest, cm.Annotations[AnnotationSelfDigest], h.SelfDigest)

@@ -10,6 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
@@ -397,11 +401,37 @@ func (o *Options) writeHead(ctx context.Context, ns string, ref *cmRef, from, to
 			return nil
 		},
 	}
-	res, err := w.Do(ctx)
+	res, err := writeUnderHeadPolicy(ctx, o.say, to, w.Do)
 	if err != nil {
 		return nil, err
 	}
 	return &cmRef{resourceVersion: res.Object.ResourceVersion}, nil
+}
+
+// headPolicyLag bounds how long a Head write naming an approval is resent
+// while the Head policy denies it for its parameter: the API server reads
+// the approval object from an informer cache that can lag the decision
+// just written by a moment.
+var headPolicyLag = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Steps: 8}
+
+// writeUnderHeadPolicy runs do, and again while the Head policy denies a
+// Head naming an approval (gate.MsgHeadParams) within headPolicyLag: a
+// denied write stored nothing, so sending it again is safe; any other
+// outcome is do's.
+func writeUnderHeadPolicy[T any](ctx context.Context, say func(string, ...any), to *Head, do func(context.Context) (T, error)) (T, error) {
+	var res T
+	tries := 0
+	err := retry.OnError(headPolicyLag, func(err error) bool {
+		return to.Approval != nil && gate.IsHeadDenial(err, gate.MsgHeadParams) && ctx.Err() == nil
+	}, func() error {
+		if tries++; tries > 1 {
+			say("head: the API server's Head policy did not yet see approval uid %s as approved (its cache lags the decision by a moment): writing again", to.Approval.UID)
+		}
+		var err error
+		res, err = do(ctx)
+		return err
+	})
+	return res, err
 }
 
 // committedEarlier recognises a rerun whose preflight was committed and

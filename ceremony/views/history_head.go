@@ -4,18 +4,27 @@ import (
 	"context"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
-	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
 // HistoryAtHead is `kubectl ql3 history DIR -n NS`: History with the Head
-// of namespace ns, read from the cluster, which must have one.
+// of namespace ns, read from the cluster, which must have one. When that
+// Head names an approval the API server did not attest (headAttestation,
+// as status reports it), the chain fails with that reason.
 func HistoryAtHead(ctx context.Context, cl deploy.Cluster, dir, ns string) (*HistoryReport, error) {
-	head, err := deploy.ReadHead(ctx, cl, ns)
+	cm, head, err := readStatusHead(ctx, cl, ns)
 	if err != nil {
 		return nil, err
 	}
-	if head == nil {
-		return nil, fail.Errorf(fail.Invalid, "head %s/%s: absent: nothing is deployed in namespace %q (wrong -n?)", ns, deploy.HeadName, ns)
+	unattested, err := headAttestation(ctx, cl, cm, head)
+	if err != nil {
+		return nil, err
 	}
-	return History(dir, head, ns)
+	rep, err := History(dir, head, ns)
+	if err != nil || len(unattested) == 0 {
+		return rep, err
+	}
+	rep.Verdict, rep.Chain.Verdict = receipts.VerdictFail, receipts.VerdictFail
+	rep.Chain.Reasons = append(rep.Chain.Reasons, unattested...)
+	return rep, nil
 }

@@ -155,7 +155,7 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 		return nil, err
 	}
 	rep.Bypass = headBypass(rep.HeadWriters)
-	approval, mismatch, err := approvalStatus(ctx, c, ns, h)
+	approval, mismatch, err := approvalStatus(ctx, c, ns, cm, h)
 	if err != nil {
 		return nil, err
 	}

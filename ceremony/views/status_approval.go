@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -60,7 +61,7 @@ func headBypass(writers []FieldDrift) []string {
 // the evidence that h claims an approval its object does not attest. It
 // reads the approval object (a malformed one is tamper, as for every
 // reader of it).
-func approvalStatus(ctx context.Context, c deploy.Cluster, ns string, h *deploy.Head) (*ApprovalStatus, []string, error) {
+func approvalStatus(ctx context.Context, c deploy.Cluster, ns string, cm *corev1.ConfigMap, h *deploy.Head) (*ApprovalStatus, []string, error) {
 	if h.ApprovalPolicy == "" && h.Approval == nil {
 		return nil, nil, nil
 	}
@@ -68,16 +69,51 @@ func approvalStatus(ctx context.Context, c deploy.Cluster, ns string, h *deploy.
 	if h.ApprovalPolicy != "" {
 		a.Policy = h.ApprovalPolicy
 	}
+	unattested, err := headAttestation(ctx, c, cm, h)
+	if err != nil {
+		return nil, nil, err
+	}
 	ocm, obj, present, err := gate.Read(ctx, c.Clientset(), ns)
 	if err != nil && !fail.Is(err, fail.Tamper) {
 		return nil, nil, fmt.Errorf("under the two-person rule status reads the approval object too (`kubectl ql3 rbac --role executor-approval -n %s` grants get on it): %w", ns, err)
 	}
 	if err != nil || !present {
-		return a, nil, err
+		return a, unattested, err
 	}
 	a.Object = &ApprovalObject{Approval: obj, UID: string(ocm.UID), ResourceVersion: ocm.ResourceVersion,
 		MatchesHead: obj.ExpectedHead == h.Expected().String() && h.Phase == deploy.PhaseCommitted}
-	return a, appliedMismatch(h, a.Object), nil
+	return a, append(unattested, appliedMismatch(h, a.Object)...), nil
+}
+
+// headAttestation is the evidence that the approval Head h names (cm its
+// ConfigMap) was not checked by the API server (docs/approval.md §9): the
+// Head policy checks every write of a Head that names an approval against
+// the approval object, so h's claim is attested exactly when the policies
+// are in place as the tool prints them and cm's last write came at least
+// gate.AttestWindow after they last changed. Read-only: it reads the
+// policies and bindings (no probe), which `rbac --role executor-approval`
+// grants.
+func headAttestation(ctx context.Context, c deploy.Cluster, cm *corev1.ConfigMap, h *deploy.Head) ([]string, error) {
+	if h.Approval == nil {
+		return nil, nil
+	}
+	claim := fmt.Sprintf("the Head says generation %d was applied under approval %s (proposed by %s, approved by %s)", h.Generation, h.Approval.UID, h.Approval.Proposer, h.Approval.Approver)
+	e, err := gate.ReadPolicies(ctx, c.Clientset())
+	switch {
+	case fail.Is(err, fail.Invalid):
+		return []string{fmt.Sprintf("%s, but the API server does not hold the approval policies as the tool prints them (%v), so nothing attests that claim", claim, err)}, nil
+	case err != nil:
+		return nil, fmt.Errorf("under the two-person rule status reads the approval policies (`kubectl ql3 rbac --role executor-approval -n %s` grants get on them): %w", cm.Namespace, err)
+	}
+	written, ok := gate.LastWrite(cm)
+	switch {
+	case !ok:
+		return []string{claim + ", but the Head has no managedFields, so when it was written, and whether the Head policy checked that claim, cannot be told"}, nil
+	case !e.Attested(written):
+		return []string{fmt.Sprintf("%s, but the Head was last written at %s, not %s after the approval policies last changed (%s at %s), so the Head policy may not have checked that claim",
+			claim, written.Format(time.RFC3339), gate.AttestWindow, e.ChangedBy, e.ChangedAt.Format(time.RFC3339))}, nil
+	}
+	return nil, nil
 }
 
 // appliedMismatch: when the approval object is the very object the Head
