@@ -58,3 +58,25 @@ func approvalRule(p, c *Receipt) []string {
 	}
 	return nil
 }
+
+// approvalUsedOnce is the chain's rule that an approval moves the Head
+// once (docs/receipts.md §5.2): no two generations name the same approval
+// uid. The approval object is created for one preflight, and the Head
+// policy denies a move naming the uid its Head already named; a receipt
+// chain reusing one shows a Head written around both.
+func approvalUsedOnce(rs []audited) []string {
+	first := map[string]int64{}
+	var out []string
+	for _, a := range rs {
+		ap := a.r.Approval
+		if ap == nil {
+			continue
+		}
+		if g, seen := first[ap.UID]; seen && g != a.r.Generation {
+			out = append(out, fmt.Sprintf("generation %d names approval %s, which generation %d already named: an approval moves the Head once", a.r.Generation, ap.UID, g))
+			continue
+		}
+		first[ap.UID] = a.r.Generation
+	}
+	return out
+}

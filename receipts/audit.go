@@ -383,6 +383,9 @@ func checkChain(rs []audited, base int64, bad map[int64]string) ChainVerdict {
 			failf("%s", reason)
 		}
 	}
+	for _, reason := range approvalUsedOnce(rs) {
+		failf("%s", reason)
+	}
 	return v
 }
 

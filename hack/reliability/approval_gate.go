@@ -23,7 +23,10 @@ type approvalGateTally struct {
 }
 
 // The apply refusals of one run, in the order they happen.
-const approvalRefusalsPerRun = 6
+const approvalRefusalsPerRun = 7
+
+// The raw forgeries of one run: four of the approval object, two of the Head.
+const approvalForgeriesPerRun = 6
 
 // approvalRefusals: an upgrade under the rule (a Head to protect): apply
 // with no proposal, a pending one, after a self-approval attempt, after
@@ -33,12 +36,12 @@ const approvalRefusalsPerRun = 6
 func (c *campaign) approvalRefusals(cs *caseState) Row {
 	runs := c.runs(3, 1)
 	row, t0 := openRow("approval: apply's gate refusals and forgeries (an upgrade under the rule)", runs,
-		"apply exits 2 with no proposal, pending, after a self-approval attempt (approve by the proposer: exit 2), after 4 raw forgeries by the proposer (each denied by the API server), after a reject, and with another record's approval; the Head's resourceVersion unchanged and no Head write by the applier; the approved record then commits")
+		"apply exits 2 with no proposal, pending, after a self-approval attempt (approve by the proposer: exit 2), after 6 raw forgeries by the proposer (4 of the approval object, 2 of the Head: the rule on with no approval, a made-up approval — each denied by the API server), with an approval she created already approved while the approval policy's binding was deleted (restored before the apply), after a reject, and with another record's approval; the Head's resourceVersion unchanged and no Head write by the applier; the approved record then commits")
 	var t approvalGateTally
 	approvalRuns(cs, runs, func(int) error { return c.approvalRefusalRun(&t) })
 	row.Observed = fmt.Sprintf("%d/%d applies refused (exit 2) with the Head untouched and no Head write; %d/%d forgeries denied by the API server; %d/%d self-approvals refused (exit 2); %d/%d approved records committed",
-		t.refused, approvalRefusalsPerRun*runs, t.forgeries, 4*runs, t.selfApprovals, runs, t.commits, runs)
-	row.Pass = t.refused == approvalRefusalsPerRun*runs && t.forgeries == 4*runs && t.selfApprovals == runs && t.commits == runs && len(cs.failures()) == 0
+		t.refused, approvalRefusalsPerRun*runs, t.forgeries, approvalForgeriesPerRun*runs, t.selfApprovals, runs, t.commits, runs)
+	row.Pass = t.refused == approvalRefusalsPerRun*runs && t.forgeries == approvalForgeriesPerRun*runs && t.selfApprovals == runs && t.commits == runs && len(cs.failures()) == 0
 	return closeRow(cs, row, t0)
 }
 
@@ -62,8 +65,10 @@ func (c *campaign) approvalRefusalRun(t *approvalGateTally) error {
 		func() error { return c.refusedApply(p, t, "pending", "still pending") },
 		func() error { return c.selfApproval(p, t) },
 		func() error { return c.refusedApply(p, t, "after a self-approval attempt", "still pending") },
+		func() error { return c.forgeHead(p, t) },
 		func() error { return c.forge(p, t) },
 		func() error { return c.refusedApply(p, t, "after the forgeries", "absent: ") },
+		func() error { return c.gapApproval(p, t) },
 		func() error { return c.ok(p.aliceKC, "propose", "--preflight", p.pf) },
 		func() error { return c.ok(p.bobKC, "reject", "--preflight", p.pf, "--reason", "not this week") },
 		func() error { return c.refusedApply(p, t, "rejected", "rejected by "+p.bob) },

@@ -12,10 +12,7 @@ import (
 // in, and fails t if it fails.
 func (cp *ControlPlane) Kubectl(t testing.TB, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-	out, err := cmd.CombinedOutput()
+	out, err := cp.KubectlErr(stdin, args...)
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stdin)
 	}
@@ -28,4 +25,14 @@ func (cp *ControlPlane) Kubectl(t testing.TB, stdin string, args ...string) stri
 func (cp *ControlPlane) KubectlApply(t testing.TB, manifest string) {
 	t.Helper()
 	cp.Kubectl(t, manifest, "apply", "-f", "-")
+}
+
+// KubectlErr is Kubectl for a command that may fail: its combined output
+// and its error.
+func (cp *ControlPlane) KubectlErr(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
