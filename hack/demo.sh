@@ -82,6 +82,7 @@ run kubectl-ql3 head -n "$ns"
 # "alice" and "bob" either way, and the policy checks those names).
 grant() { say "kubectl-ql3 $* | kubectl apply -f -"; kubectl-ql3 "$@" | "$kubectl" apply -f -; }
 grant approval policy
+policies_at=$(date +%s)
 grant rbac "$work/v3.1.1" -n "$ns" --bind-user alice
 grant rbac --role executor-approval -n "$ns" --bind-user alice
 grant rbac --role proposer -n "$ns" --bind-user alice
@@ -105,6 +106,10 @@ for i in $(seq 1 150); do
   [ "$i" = 150 ] && { echo "the approval policy is not enforced after 30s: $out"; exit 1; }
   sleep 0.2
 done
+# An approval counts only if created at least 5 s after the policies last
+# changed (docs/approval.md §4): let the clock pass that mark (this host's
+# clock is the API server's).
+while [ "$(date +%s)" -le $((policies_at + 6)) ]; do sleep 0.2; done
 head_token
 run kubectl-ql3 --as alice preflight "$work/v3.1.1" --transition upgrade --expected-head "$token" --approval two-person --out "$work/approved-3.1.1.json"
 say "kubectl-ql3 --as alice apply --preflight $work/approved-3.1.1.json --receipts-dir $receipts   # refused: not approved yet"

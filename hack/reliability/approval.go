@@ -115,6 +115,7 @@ type twoPerson struct {
 	alice, aliceKC     string
 	bob, bobKC         string
 	headRV             string // the Head's resourceVersion before alice's preflight ("" absent)
+	headDenied         int    // alice's raw Head writes the API server denied (forgeHead)
 	releaseDir, expect string
 }
 
@@ -237,15 +238,17 @@ func (c *campaign) headRV(ns string) (string, error) {
 
 // headWrites counts user's writes of ns's Head in the audit log so far,
 // whatever their answer (a refused apply sends none at all).
-func (c *campaign) headWrites(user, ns string) (int, error) {
+func (c *campaign) headWrites(user, ns string) (all, succeeded int, err error) {
 	evs, err := c.writes(user)
-	n := 0
 	for _, e := range evs {
 		if e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Namespace == ns && e.ObjectRef.Name == deploy.HeadName {
-			n++
+			all++
+			if e.ResponseStatus.Code < 300 {
+				succeeded++
+			}
 		}
 	}
-	return n, err
+	return all, succeeded, err
 }
 
 // approvalWrites are user's writes of ConfigMaps in ns (the approval

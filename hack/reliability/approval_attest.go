@@ -57,6 +57,7 @@ func (c *campaign) forgeHead(p *twoPerson, t *approvalGateTally) error {
 		if !gate.IsHeadDenial(err, f.want) {
 			return fmt.Errorf("raw Head write by %s: %v, want the Head policy's denial %q", p.alice, err, f.want)
 		}
+		p.headDenied++
 		t.forgeries++
 	}
 	return c.headUntouched(p)

@@ -36,10 +36,10 @@ const approvalForgeriesPerRun = 6
 func (c *campaign) approvalRefusals(cs *caseState) Row {
 	runs := c.runs(3, 1)
 	row, t0 := openRow("approval: apply's gate refusals and forgeries (an upgrade under the rule)", runs,
-		"apply exits 2 with no proposal, pending, after a self-approval attempt (approve by the proposer: exit 2), after 6 raw forgeries by the proposer (4 of the approval object, 2 of the Head: the rule on with no approval, a made-up approval — each denied by the API server), with an approval she created already approved while the approval policy's binding was deleted (restored before the apply), after a reject, and with another record's approval; the Head's resourceVersion unchanged and no Head write by the applier; the approved record then commits")
+		"apply exits 2 with no proposal, pending, after a self-approval attempt (approve by the proposer: exit 2), after 6 raw forgeries by the proposer (4 of the approval object, 2 of the Head: the rule on with no approval, a made-up approval — each denied by the API server), with an approval she created already approved while the approval policy's binding was deleted (restored before the apply), after a reject, and with another record's approval; the Head's resourceVersion unchanged and no successful Head write by the applier; the approved record then commits")
 	var t approvalGateTally
 	approvalRuns(cs, runs, func(int) error { return c.approvalRefusalRun(&t) })
-	row.Observed = fmt.Sprintf("%d/%d applies refused (exit 2) with the Head untouched and no Head write; %d/%d forgeries denied by the API server; %d/%d self-approvals refused (exit 2); %d/%d approved records committed",
+	row.Observed = fmt.Sprintf("%d/%d applies refused (exit 2) with the Head untouched and no Head write (the only Head writes by the proposer are her raw ones, each denied); %d/%d forgeries denied by the API server; %d/%d self-approvals refused (exit 2); %d/%d approved records committed",
 		t.refused, approvalRefusalsPerRun*runs, t.forgeries, approvalForgeriesPerRun*runs, t.selfApprovals, runs, t.commits, runs)
 	row.Pass = t.refused == approvalRefusalsPerRun*runs && t.forgeries == approvalForgeriesPerRun*runs && t.selfApprovals == runs && t.commits == runs && len(cs.failures()) == 0
 	return closeRow(cs, row, t0)

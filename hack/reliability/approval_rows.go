@@ -196,12 +196,12 @@ func (c *campaign) headUntouched(p *twoPerson) error {
 	if err != nil {
 		return err
 	}
-	n, err := c.headWrites(p.alice, p.ns)
+	all, ok, err := c.headWrites(p.alice, p.ns)
 	if err != nil {
 		return err
 	}
-	if rv != p.headRV || n != 0 {
-		return fmt.Errorf("head %s: resourceVersion %q, was %q; %d writes by %s", p.ns, rv, p.headRV, n, p.alice)
+	if rv != p.headRV || ok != 0 || all != p.headDenied {
+		return fmt.Errorf("head %s: resourceVersion %q, was %q; %d writes by %s (%d succeeded), want only the %d raw ones the API server denied", p.ns, rv, p.headRV, all, p.alice, ok, p.headDenied)
 	}
 	return nil
 }
