@@ -46,15 +46,19 @@ func MovedUnapproved(p, c *Receipt) bool {
 }
 
 // approvalRule is the chain's rule between generation p and the next
-// receipt c (docs/receipts.md §5.2): c carries an approval exactly when
-// the rule was on at p or c turns it on. A Head moved by a raw write while
-// the rule was on is evident here.
+// receipt c (docs/receipts.md §5.2): while the rule is on at p, c carries
+// an approval; when it is on at neither, c carries none — unless c
+// superseded generations that never committed: the Head rule asks an
+// approval of a supersede whose stuck Head had the rule on or carried an
+// approval, and a superseded generation has no receipt to show it, so the
+// chain neither requires nor refuses one there. A Head moved by a raw
+// write while the rule was on is evident here.
 func approvalRule(p, c *Receipt) []string {
 	switch {
 	case MovedUnapproved(p, c):
 		return []string{fmt.Sprintf("generation %d moved without an approval while the two-person rule was on (generation %d has approvalPolicy %s)", c.Generation, p.Generation, PolicyTwoPerson)}
-	case p.ApprovalPolicy == "" && c.ApprovalPolicy == "" && c.Approval != nil:
-		return []string{fmt.Sprintf("generation %d carries an approval, but neither it nor generation %d has the two-person rule on", c.Generation, p.Generation)}
+	case p.ApprovalPolicy == "" && c.ApprovalPolicy == "" && c.Approval != nil && len(c.Transition.Supersedes) == 0:
+		return []string{fmt.Sprintf("generation %d carries an approval, but neither it nor generation %d has the two-person rule on, and it superseded no generation", c.Generation, p.Generation)}
 	}
 	return nil
 }

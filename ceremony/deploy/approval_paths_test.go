@@ -140,27 +140,44 @@ func TestRollbackUnderTheRule(t *testing.T) {
 // applying (the documented exception), bob approves, and the supersede
 // commits generation 3 recording the approval and the superseded
 // generation, as its receipt does; the chain audits with generation 2
-// declared superseded. Both when the stuck upgrade keeps the rule and when
-// it turns the rule off (then only the applying Head's approval makes the
-// supersede need one).
+// declared superseded (receipts.Audit). Cases: the install turned the rule
+// on and the stuck upgrade keeps it, or turns it off (then only the
+// applying Head's approval makes the supersede need one); or the install
+// was without the rule, the stuck upgrade turned it on (--approval
+// two-person) and the supersede turns it off (--approval none): generation
+// 3 carries an approval and no policy after generation 1 without the rule,
+// which the chain accepts because generation 3 superseded the generation
+// that had the rule on (issue #32: `receipt audit` called it tamper).
 func TestSupersedeUnderTheRule(t *testing.T) {
-	for _, c := range []struct {
-		name, flag, policy string
-	}{
-		{"the stuck upgrade keeps the rule", "", deploy.ApprovalTwoPerson},
-		{"the stuck upgrade turns the rule off", deploy.ApprovalNone, ""},
+	for _, c := range []supersedeCase{
+		{"the stuck upgrade keeps the rule", deploy.ApprovalTwoPerson, "", deploy.ApprovalTwoPerson, "", deploy.ApprovalTwoPerson},
+		{"the stuck upgrade turns the rule off", deploy.ApprovalTwoPerson, deploy.ApprovalNone, "", "", ""},
+		{"the stuck upgrade turns the rule on, the supersede off", "", deploy.ApprovalTwoPerson, deploy.ApprovalTwoPerson, deploy.ApprovalNone, ""},
 	} {
-		t.Run(c.name, func(t *testing.T) { supersedeUnderTheRule(t, c.flag, c.policy) })
+		t.Run(c.name, func(t *testing.T) { supersedeUnderTheRule(t, c) })
 	}
 }
 
-// supersedeUnderTheRule runs TestSupersedeUnderTheRule with the stuck
-// upgrade preflighted with --approval flag, leaving policy on the Head.
-func supersedeUnderTheRule(t *testing.T, flag, policy string) {
+// supersedeCase is one case of TestSupersedeUnderTheRule: the install's
+// --approval, the stuck upgrade's (leaving stuckPolicy on its Head), and
+// the supersede's (leaving policy on generation 3).
+type supersedeCase struct {
+	name, install, stuckFlag, stuckPolicy, flag, policy string
+}
+
+// supersedeUnderTheRule runs one case of TestSupersedeUnderTheRule.
+func supersedeUnderTheRule(t *testing.T, c supersedeCase) {
 	p := newTwoPerson(t)
 	v300 := release(t, "v3.0.0", p.ns, "")
-	h1 := p.installUnderTheRule(v300)
-	stuckPF, stuckPath := p.preflight(neverConverges(t, p.ns, "3.0.5"), deploy.TransitionUpgrade, flag, h1.Expected())
+	pf1, path1 := p.preflight(v300, deploy.TransitionInstall, c.install, deploy.ExpectedHead{})
+	if c.install != "" {
+		p.approve(path1)
+	}
+	if _, err := p.apply(pf1); err != nil {
+		t.Fatalf("apply of the install: %v", err)
+	}
+	h1 := headOf(t, p.ns)
+	stuckPF, stuckPath := p.preflight(neverConverges(t, p.ns, "3.0.5"), deploy.TransitionUpgrade, c.stuckFlag, h1.Expected())
 	p.approve(stuckPath)
 	short := p.alice
 	short.Timeout = 2 * time.Second
@@ -168,16 +185,17 @@ func supersedeUnderTheRule(t *testing.T, flag, policy string) {
 		t.Fatalf("apply of the approved upgrade that never converges: %v (class %v), want unavailable", err, fail.ClassOf(err))
 	}
 	stuck := headOf(t, p.ns)
-	if stuck.Phase != deploy.PhaseApplying || stuck.Generation != 2 || stuck.ApprovalPolicy != policy || stuck.Approval == nil || stuck.Approval.Approver != "bob" {
-		t.Fatalf("head after the stuck upgrade: generation %d %s policy %q approval %+v, want 2 applying, %q, approved by bob", stuck.Generation, stuck.Phase, stuck.ApprovalPolicy, stuck.Approval, policy)
+	if stuck.Phase != deploy.PhaseApplying || stuck.Generation != 2 || stuck.ApprovalPolicy != c.stuckPolicy || stuck.Approval == nil || stuck.Approval.Approver != "bob" {
+		t.Fatalf("head after the stuck upgrade: generation %d %s policy %q approval %+v, want 2 applying, %q, approved by bob", stuck.Generation, stuck.Phase, stuck.ApprovalPolicy, stuck.Approval, c.stuckPolicy)
 	}
 
-	sup, err := supersedePreflight(t, p.alice, v300, deploy.TransitionRollback, stuck)
+	sup, err := deploy.RunPreflight(context.Background(), p.alice, deploy.PreflightRequest{Dir: v300, Transition: deploy.TransitionRollback,
+		Expected: stuck.Expected(), Supersede: stuck.Generation, Approval: c.flag, Out: filepath.Join(t.TempDir(), "supersede.json")})
 	if err != nil {
-		t.Fatalf("preflight --supersede 2: %v", err)
+		t.Fatalf("preflight --supersede 2 --approval %q: %v", c.flag, err)
 	}
-	if s := sup.Record.Command.Supersedes; sup.Record.Proposer != "alice" || sup.Record.Command.Approval != policy || s == nil || s.Generation != 2 || s.PreflightDigest != stuckPF.Record.SelfDigest {
-		t.Fatalf("supersede record: proposer %q approval %q supersedes %+v, want alice, %q, generation 2", sup.Record.Proposer, sup.Record.Command.Approval, s, policy)
+	if s := sup.Record.Command.Supersedes; sup.Record.Proposer != "alice" || sup.Record.Command.Approval != c.policy || s == nil || s.Generation != 2 || s.PreflightDigest != stuckPF.Record.SelfDigest {
+		t.Fatalf("supersede record: proposer %q approval %q supersedes %+v, want alice, %q, generation 2", sup.Record.Proposer, sup.Record.Command.Approval, s, c.policy)
 	}
 	p.refusedNoHeadWrite(sup, "is for preflight "+stuckPF.Record.SelfDigest)
 
@@ -192,7 +210,7 @@ func supersedeUnderTheRule(t *testing.T, flag, policy string) {
 		t.Fatalf("apply of the approved supersede: %+v %v", res, err)
 	}
 	h3 := headOf(t, p.ns)
-	p.approvedHead(h3, policy, sup.Record)
+	p.approvedHead(h3, c.policy, sup.Record)
 	ss := h3.Transition.Supersedes
 	if len(ss) != 1 || h3.Current.Deployment != h1.Current.Deployment {
 		t.Fatalf("head after the supersede: supersedes %+v current %+v, want one entry and %+v", ss, h3.Current.Deployment, h1.Current.Deployment)
