@@ -34,6 +34,13 @@ func TestDecide(t *testing.T) {
 	}{
 		{"first publish", State{}, Request{Next: g1}, want{writeLedger: true, writeKeyset: true, highest: 1}, 0, ""},
 		{"first publish with --previous", State{}, Request{Next: g2, Previous: g1}, want{}, fail.Conflict, "nothing is published in this namespace"},
+		// The revocation gate's base (docs/keyset.md, Publishing step 4):
+		// with neither Secret nothing is published that a host could hold,
+		// so nothing is newly revoked; without a keyset Secret, the
+		// ledger's highest generation before this publish.
+		{"first publish revoking key IDs, no base", State{}, Request{Next: gen(t, 1, []string{"b"}, "a")}, want{writeLedger: true, writeKeyset: true, highest: 1}, 0, ""},
+		{"no keyset Secret, the ledger's highest is the base", State{Ledger: l12}, Request{Next: g3}, want{}, fail.Invalid, "generation 3 revokes a, which the published keyset (generation 2) still trusts"},
+		{"no keyset Secret, the ledger already records the revoking generation", State{Ledger: l123}, Request{Next: g3}, want{writeKeyset: true, highest: 3}, 0, ""},
 		{"overlap", State{Ledger: ledgerOf(t, g1), Keyset: g1, KeysetManaged: true}, Request{Next: g2}, want{writeLedger: true, writeKeyset: true, highest: 2}, 0, ""},
 		{"revoking without confirmation", State{Ledger: l12, Keyset: g2, KeysetManaged: true}, Request{Next: g3}, want{}, fail.Invalid, "generation 3 revokes a, which the published keyset (generation 2) still trusts"},
 		{"revoking confirmed", State{Ledger: l12, Keyset: g2, KeysetManaged: true}, Request{Next: g3, ConfirmOverlapObserved: true}, want{writeLedger: true, writeKeyset: true, revoked: []string{"a"}, highest: 3}, 0, ""},

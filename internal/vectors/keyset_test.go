@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/keyset"
 	"github.com/qinglong/kubectl-ql3/ceremony/keyset/jwkset"
 )
 
@@ -43,6 +44,7 @@ func TestKeysetVectors(t *testing.T) {
 				checkLedger(t, l, input)
 			}
 		},
+		"revocation-gate": revocationGate,
 		"ledger-admit": func(t *testing.T, v vector, input []byte) {
 			l, err := jwkset.ParseLedger(file(t, "keyset", v.Ledger))
 			if err != nil {
@@ -59,6 +61,30 @@ func TestKeysetVectors(t *testing.T) {
 			}
 		},
 	})
+}
+
+// revocationGate judges a publish of input (docs/keyset.md, Publishing
+// step 4) against the vector's ledger and keyset Secret (each absent when
+// not named), without --confirm-overlap-observed: accepted when no key ID
+// is newly revoked, refused (invalid) when the gate needs the
+// confirmation.
+func revocationGate(t *testing.T, v vector, input []byte) {
+	var st keyset.State
+	if v.Ledger != "" {
+		l, err := jwkset.ParseLedger(file(t, "keyset", v.Ledger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Ledger = l
+	}
+	if k := v.Parameters["keysetSecret"]; k != "" {
+		st.Keyset, st.KeysetManaged = parseKeyset(t, file(t, "keyset", k)), true
+	}
+	p, err := keyset.Decide(st, keyset.Request{Next: parseKeyset(t, input)})
+	verdict(t, v, err)
+	if err == nil && len(p.NewlyRevoked) > 0 {
+		t.Fatalf("accepted with newly revoked %q", p.NewlyRevoked)
+	}
 }
 
 func parseKeyset(t *testing.T, data []byte) *jwkset.Keyset {

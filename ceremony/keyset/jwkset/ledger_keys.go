@@ -119,8 +119,10 @@ func (l *Ledger) UnknownRevoked() []string {
 // validateKeys checks the keys member against current: v1 has none; v2
 // has one entry per active key (in order, with its thumbprint and no
 // generation), then one per revoked key ID (in order), each thumbprint
-// nil or well-formed, each generation nil or a recorded generation, the
-// nil ones first and the others not decreasing (revocations only append).
+// nil or well-formed, each generation nil or a recorded generation other
+// than the first (the ledger dates only what it saw revoked after its
+// first generation), the nil ones first and the others not decreasing
+// (revocations only append).
 func (l *Ledger) validateKeys() error {
 	if l.Schema == LedgerSchemaV1 {
 		if l.Keys != nil {
@@ -155,6 +157,9 @@ func (l *Ledger) validateKeys() error {
 		}
 		if _, ok := l.Lookup(*e.RevokedIn); !ok || *e.RevokedIn < last {
 			return ledgerf("%s.revokedIn: %d is not a recorded generation at or after %d", field, *e.RevokedIn, last)
+		}
+		if first := l.Generations[0].Generation; *e.RevokedIn == first {
+			return ledgerf("%s.revokedIn: %d is the ledger's first generation, which it cannot date a revocation in: a key ID it already revokes is recorded with revokedIn null", field, first)
 		}
 		last = *e.RevokedIn
 	}

@@ -3,6 +3,7 @@ package jwkset
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -169,6 +170,7 @@ func TestParseLedger(t *testing.T) {
 		{"active key given a generation", edit(func(m map[string]any) { keyAt(m, 1)["revokedIn"] = 5 }), "keys[1]: want"},
 		{"revoked kid edited", edit(func(m map[string]any) { keyAt(m, 2)["kid"] = "y" }), `keys[2].kid: "y", want "z"`},
 		{"revocation in an unrecorded generation", edit(func(m map[string]any) { keyAt(m, 2)["revokedIn"] = 4 }), "keys[2].revokedIn: 4 is not a recorded generation"},
+		{"revocation dated in the first generation", edit(func(m map[string]any) { keyAt(m, 2)["revokedIn"] = 3 }), "keys[2].revokedIn: 3 is the ledger's first generation"},
 		{"malformed thumbprint", edit(func(m map[string]any) { keyAt(m, 2)["thumbprint"] = "abc" }), "keys[2].thumbprint"},
 		{"keys entry member missing", edit(func(m map[string]any) { delete(keyAt(m, 2), "revokedIn") }), "not in canonical form"},
 		{"keys entry member unknown", edit(func(m map[string]any) { keyAt(m, 2)["note"] = "x" }), "unknown field"},
@@ -189,6 +191,42 @@ func TestParseLedger(t *testing.T) {
 			_, err := ParseLedger(tt.data)
 			if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("ParseLedger: %v, want invalid containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The entries of revoked key IDs follow current.revokedKids; those with
+// revokedIn null come first, whatever their thumbprint, then the dated
+// ones, their generations not decreasing (docs/keyset.md, "The ledger
+// document").
+func TestLedgerKeysOrder(t *testing.T) {
+	a, b := edKey("a", 1), ecKey("b", 2)
+	// Generation 3 is the first: "y" was revoked in or before it (null,
+	// no thumbprint); "z" in 5 (never active: no thumbprint); "a" in 6.
+	l := mustLedger(t, ks(3, []JWK{a}, "y"), ks(5, []JWK{a, b}, "y", "z"), ks(6, []JWK{b}, "y", "z", "a"))
+	want := []LedgerKey{{Kid: "b", Thumbprint: ptr(b.Thumbprint())}, {Kid: "y"}, {Kid: "z", RevokedIn: ptr(int64(5))},
+		{Kid: "a", Thumbprint: ptr(a.Thumbprint()), RevokedIn: ptr(int64(6))}}
+	if !slices.EqualFunc(l.Keys, want, sameLedgerKey) {
+		t.Fatalf("keys = %s, want %s", showKeys(l.Keys), showKeys(want))
+	}
+	for _, tt := range []struct {
+		name    string
+		edit    func(k []LedgerKey)
+		wantErr string
+	}{
+		{"a null after a dated one", func(k []LedgerKey) { k[3].RevokedIn = nil }, "keys[3].revokedIn: null after a revocation recorded in generation 5"},
+		{"generations decreasing", func(k []LedgerKey) { k[2].RevokedIn, k[3].RevokedIn = ptr(int64(6)), ptr(int64(5)) }, "keys[3].revokedIn: 5 is not a recorded generation at or after 6"},
+		{"the undated one dated in the first generation", func(k []LedgerKey) { k[1].RevokedIn = ptr(int64(3)) }, "keys[1].revokedIn: 3 is the ledger's first generation"},
+		{"a dated one undated, the null ones still first", func(k []LedgerKey) { k[2].RevokedIn = nil }, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := *l
+			e.Keys = slices.Clone(l.Keys)
+			tt.edit(e.Keys)
+			err := e.Validate()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (!fail.Is(err, fail.Invalid) || !strings.Contains(fmt.Sprint(err), tt.wantErr)) {
+				t.Fatalf("Validate: %v, want %q", err, tt.wantErr)
 			}
 		})
 	}
