@@ -152,6 +152,34 @@ func TestDigestsDoc(t *testing.T) {
 	}
 }
 
+// TestRetiredObjectDoc recomputes docs/digests.md's reviewed digest of a
+// retired object (ceremony.md §11.2) from the object as read: less the
+// four members the API server and controllers change, canonical, digest.
+func TestRetiredObjectDoc(t *testing.T) {
+	doc, err := os.ReadFile("../docs/digests.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string]string{}
+	for _, m := range docBlockRE.FindAllStringSubmatch(string(doc), -1) {
+		if m[2] == "retired-object" {
+			blocks[m[1]] = strings.TrimSuffix(m[3], "\n")
+		}
+	}
+	if len(blocks) != 3 {
+		t.Fatalf("docs/digests.md has %d retired-object blocks, want input, canonical and digest", len(blocks))
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(blocks["input"]), &obj); err != nil {
+		t.Fatal(err)
+	}
+	delete(obj, "status")
+	for _, m := range []string{"resourceVersion", "managedFields", "generation"} {
+		delete(obj["metadata"].(map[string]any), m)
+	}
+	checkCanonical(t, DomainRetiredObject, obj, blocks["canonical"], blocks["digest"])
+}
+
 // TestCanonicalRules checks each RFC 8785 rule docs/digests.md names, with
 // the values its prose quotes, on JSON text.
 func TestCanonicalRules(t *testing.T) {
