@@ -32,7 +32,8 @@ type rule struct {
 // manifest audits.
 var (
 	leaves = []string{"ceremony/package/intent", "ceremony/package/stagelayout", "ceremony/keyset/jwkset",
-		"ceremony/worker/delivery", "ceremony/envbundle/envcarrier", "ceremony/approval/record"}
+		"ceremony/worker/delivery", "ceremony/envbundle/envcarrier", "ceremony/approval/record",
+		"ceremony/fleet/fleetfile", "ceremony/fleet/plan"}
 	audits = []string{"ceremony/worker/audit", "ceremony/operation"}
 	// The sibling ceremonies: each stands next to the Head and next to
 	// the others, sharing only the kernel.
