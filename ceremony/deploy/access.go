@@ -37,9 +37,10 @@ import (
 // authorizers) never refuses wrongly. Objects are read, to see whether they
 // exist, only for kinds the caller may not create.
 //
-// What no review answers — RBAC's escalation checks: creating a Role needs
-// `escalate` unless the deployer holds all its permissions, a binding needs
-// `bind` unless it holds the role's — is asked by a server-side dry-run of
+// What no review answers — RBAC's escalation checks: writing a Role needs
+// every permission it grants (the printed role grants the release's Roles'
+// rules, never `escalate`), a binding needs `bind` on its role unless the
+// deployer holds the role's permissions — is asked by a server-side dry-run of
 // the release's Roles and bindings: preflight dry-runs every object anyway,
 // and apply does it here, since permissions can change between the two.
 

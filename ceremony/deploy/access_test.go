@@ -29,10 +29,10 @@ import (
 // privilege) found: without the Head's `update` an install applied every
 // object and then could not commit; without `get` on an object the apply
 // wrote everything and then waited out --timeout in the convergence read;
-// without `escalate` or `bind` (revoked after the preflight) the apply
-// wrote the objects before the Role or RoleBinding, then failed; without
-// `list` on pods or replicasets converge could not say why a rollout does
-// not progress.
+// without a rule of the release's Role (once `escalate`) or `bind`
+// (revoked after the preflight) the apply wrote the objects before the
+// Role or RoleBinding, then failed; without `list` on pods or replicasets
+// converge could not say why a rollout does not progress.
 func TestMissingPermissionFailsClosed(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -50,8 +50,12 @@ func TestMissingPermissionFailsClosed(t *testing.T) {
 			return slices.Contains(r.Resources, "customresourcedefinitions") && len(r.ResourceNames) > 0
 		}, "get customresourcedefinitions.apiextensions.k8s.io/widgets.demo.qinglong.io"},
 		// RBAC's escalation checks, which only a dry-run answers.
-		{"escalate on the release's Role", "escalate", func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "roles") },
-			"rbac.authorization.k8s.io/v1/Role/NS/ql3-control"},
+		// A rule of the release's Role (watch on widgets, the only rule
+		// that grants watch): without it the deployer does not hold every
+		// permission of the Role, so RBAC refuses to let it write one.
+		{"a rule of the release's Role", "watch", func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.Resources, "widgets") && len(r.ResourceNames) == 0
+		}, "rbac.authorization.k8s.io/v1/Role/NS/ql3-control"},
 		{"bind of the release's Role", "bind", func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "roles") },
 			"rbac.authorization.k8s.io/v1/RoleBinding/NS/ql3-control"},
 		// converge explains a rollout that does not progress by its pods.

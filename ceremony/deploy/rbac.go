@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
@@ -37,10 +38,12 @@ type RBACSubject = access.Subject
 // only; get and patch (server-side apply and its dry-run) on exactly the
 // inventory's objects, by name, and create on their kinds (server-side
 // apply of a new object is a create, which RBAC cannot limit by name);
-// escalate on the release's own Roles and bind on the roles its bindings
-// reference (RBAC's escalation checks); list on pods, and on replicasets
-// where there are Deployments, in each namespace of the release's
-// Deployments, StatefulSets and DaemonSets (converge explains a rollout
+// the rules of the release's own Roles (in their namespace) and
+// ClusterRoles (cluster-wide), and bind on exactly the roles its bindings
+// reference, by name (RBAC's escalation checks, never `escalate`:
+// addEscalation); list on pods, and on replicasets where there are
+// Deployments, in each namespace of the release's Deployments,
+// StatefulSets and DaemonSets (converge explains a rollout
 // that does not progress by its pods: rollout.go); get on the kube-system
 // Namespace (the cluster identity). Nothing else.
 func RBAC(objs []*unstructured.Unstructured, controlNS string, mapper meta.RESTMapper, subj RBACSubject) ([]any, error) {
@@ -63,7 +66,7 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 		g.namespaced[controlNS] = map[rbacKey][]string{}
 	}
 	for _, ns := range slices.Sorted(maps.Keys(g.namespaced)) {
-		r := append(rbacRules(g.namespaced[ns], g.extra[ns]), rolloutReadRules(g.rollouts[ns])...)
+		r := appendNew(append(rbacRules(g.namespaced[ns], g.extra[ns]), rolloutReadRules(g.rollouts[ns])...), g.held[ns]...)
 		if ns == controlNS {
 			r = append(headRules(r), r...)
 		}
@@ -81,7 +84,7 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 		ObjectMeta: metav1.ObjectMeta{Name: roleName},
 		Rules: append([]rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}, ResourceNames: []string{metav1.NamespaceSystem}},
-		}, rbacRules(g.cluster, g.extra[""])...),
+		}, appendNew(rbacRules(g.cluster, g.extra[""]), g.held[""]...)...),
 	})
 	if b := access.Binding(subj, roleName, "", nil); b != nil {
 		out = append(out, b)
@@ -90,14 +93,15 @@ func RBACRetire(objs, retired []*unstructured.Unstructured, controlNS string, ma
 }
 
 // rbacKey is a resource of an API group; in rbacGrants.extra the resource
-// carries its verbs: "roles:escalate", "pods:get,delete".
+// carries its verbs: "roles:bind", "pods:get,delete".
 type rbacKey struct{ group, resource string }
 
 // rbacGrants are the names each rule grants on.
 type rbacGrants struct {
 	namespaced map[string]map[rbacKey][]string // namespace -> resource -> names (get, patch; create)
 	cluster    map[rbacKey][]string            // cluster-scoped resource -> names
-	extra      map[string]map[rbacKey][]string // namespace ("" = cluster) -> (group, resource:verbs) -> names, for escalate, bind and delete
+	extra      map[string]map[rbacKey][]string // namespace ("" = cluster) -> (group, resource:verbs) -> names, for bind and delete
+	held       map[string][]rbacv1.PolicyRule  // namespace ("" = cluster) -> the rules of the release's roles there (releaseRoleRules)
 	rollouts   map[string]map[string]bool      // namespace -> kinds of its workloads whose pods converge explains
 }
 
@@ -105,7 +109,7 @@ type rbacGrants struct {
 // and those RBAC's own escalation checks ask for.
 func rbacGrantsOf(objs, retired []*unstructured.Unstructured, mapper meta.RESTMapper) (*rbacGrants, error) {
 	g := &rbacGrants{namespaced: map[string]map[rbacKey][]string{}, cluster: map[rbacKey][]string{}, extra: map[string]map[rbacKey][]string{},
-		rollouts: rolloutKinds(objs)}
+		held: map[string][]rbacv1.PolicyRule{}, rollouts: rolloutKinds(objs)}
 	crds := releaseCRDs(slices.Concat(objs, retired))
 	for i, u := range slices.Concat(objs, retired) {
 		k, isNS, err := rbacResource(u, crds, mapper)
@@ -128,7 +132,9 @@ func rbacGrantsOf(objs, retired []*unstructured.Unstructured, mapper meta.RESTMa
 			g.cluster[k] = append(g.cluster[k], u.GetName())
 		}
 	}
-	g.addEscalation(objs)
+	if err := g.addEscalation(objs); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -156,20 +162,32 @@ func (g *rbacGrants) addExtra(ns string, k rbacKey, name string) {
 	g.extra[ns][k] = append(g.extra[ns][k], name)
 }
 
-// addEscalation adds what RBAC's own escalation checks ask: creating a
-// Role needs escalate on it, a binding needs bind on the role it
-// references.
-func (g *rbacGrants) addEscalation(objs []*unstructured.Unstructured) {
+// addEscalation adds what RBAC's own escalation checks ask, without
+// `escalate`: creating or updating a Role or ClusterRole is allowed only
+// to whoever holds every permission its rules grant (in its namespace; a
+// ClusterRole's cluster-wide), so the deployer is given exactly those
+// rules (held); a binding needs `bind` on the role it references (or all
+// of that role's permissions, which a role outside the release is not
+// given), so bind is granted on exactly those roles, by name. `escalate`
+// is never granted: with it, `patch` on a release Role would let the
+// deployer write any rules into it and bind it to itself.
+func (g *rbacGrants) addEscalation(objs []*unstructured.Unstructured) error {
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
 		if gvk.Group != rbacv1.GroupName {
 			continue
 		}
 		switch gvk.Kind {
-		case "Role":
-			g.addExtra(u.GetNamespace(), rbacKey{rbacv1.GroupName, "roles:escalate"}, u.GetName())
-		case "ClusterRole":
-			g.addExtra("", rbacKey{rbacv1.GroupName, "clusterroles:escalate"}, u.GetName())
+		case "Role", "ClusterRole":
+			rules, err := releaseRoleRules(u)
+			if err != nil {
+				return err
+			}
+			ns := u.GetNamespace()
+			if gvk.Kind == "ClusterRole" {
+				ns = ""
+			}
+			g.held[ns] = appendNew(g.held[ns], rules...)
 		case "RoleBinding", "ClusterRoleBinding":
 			kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind")
 			name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
@@ -180,6 +198,35 @@ func (g *rbacGrants) addEscalation(objs []*unstructured.Unstructured) {
 			g.addExtra(u.GetNamespace(), rbacKey{rbacv1.GroupName, res + ":bind"}, name)
 		}
 	}
+	return nil
+}
+
+// appendNew appends to rules each of add that it does not hold yet.
+func appendNew(rules []rbacv1.PolicyRule, add ...rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	for _, r := range add {
+		if !slices.ContainsFunc(rules, func(h rbacv1.PolicyRule) bool { return reflect.DeepEqual(h, r) }) {
+			rules = append(rules, r)
+		}
+	}
+	return rules
+}
+
+// releaseRoleRules are the rules of the release's Role or ClusterRole u,
+// which the deployer must hold to write it. A ClusterRole with an
+// aggregationRule is refused: the API server lets only a holder of every
+// permission (or of `escalate`) set one, and this print grants neither.
+func releaseRoleRules(u *unstructured.Unstructured) ([]rbacv1.PolicyRule, error) {
+	var role struct {
+		Rules           []rbacv1.PolicyRule     `json:"rules"`
+		AggregationRule *rbacv1.AggregationRule `json:"aggregationRule"`
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &role); err != nil {
+		return nil, fail.Errorf(fail.Invalid, "rbac: %s %s: its rules: %v", u.GetKind(), u.GetName(), err)
+	}
+	if role.AggregationRule != nil {
+		return nil, fail.Errorf(fail.Invalid, "rbac: ClusterRole %s has an aggregationRule: the API server lets only someone who holds every permission (or `escalate`) write one, and the printed deployer role grants neither; apply it as a cluster admin outside the release, or list its rules instead", u.GetName())
+	}
+	return role.Rules, nil
 }
 
 // rbacRules turns grants into rules, sorted by group and resource: get and

@@ -4,8 +4,11 @@ import (
 	"context"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // The helpers below are the ones every real-cluster test package needs:
@@ -68,4 +71,29 @@ func (cp *ControlPlane) NoWrites(t testing.TB, user, ns, resource string) {
 	if vs := cp.WriteVerbs(t, user, ns, resource); len(vs) > 0 {
 		t.Fatalf("%s sent %v of %s in %s: the refusal was not before every write", user, vs, resource, ns)
 	}
+}
+
+// ServiceAccountKubeconfig creates the ServiceAccount name in namespace ns
+// and writes a kubeconfig that authenticates as it, by a token the admin
+// requested for it (TokenRequest, one hour): the API server sees
+// system:serviceaccount:NS:NAME, as it sees a pod running as that
+// ServiceAccount. It returns the path and that user name.
+func (cp *ControlPlane) ServiceAccountKubeconfig(t testing.TB, ns, name string) (path, user string) {
+	t.Helper()
+	ctx, cs := context.Background(), cp.Clientset()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hour := int64(3600)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user = "system:serviceaccount:" + ns + ":" + name
+	path = cp.path("kubeconfigs", "sa-"+ns+"-"+name+".yaml")
+	if err := cp.writeKubeconfig(path, user, &clientcmdapi.AuthInfo{Token: tr.Status.Token}); err != nil {
+		t.Fatal(err)
+	}
+	return path, user
 }
