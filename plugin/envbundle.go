@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -14,6 +13,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle"
 	"github.com/qinglong/kubectl-ql3/ceremony/envbundle/envcarrier"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 )
 
 // envBundleMaxInput bounds what pack and verify read from a file or stdin
@@ -237,12 +237,13 @@ func (o *envBundleVerifyOptions) Run() error {
 	return nil
 }
 
-// readEnvBundleFile reads a file of at most envBundleMaxInput bytes; flag
-// names the file in errors.
+// readEnvBundleFile reads a regular file of at most envBundleMaxInput
+// bytes (safefile.OpenRegular: a named pipe is refused, never waited on);
+// flag names the file in errors.
 func readEnvBundleFile(path, flag string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := safefile.OpenRegular(path)
 	if err != nil {
-		return nil, fail.Errorf(fail.Invalid, "%s: %w", flag, err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	defer f.Close()
 	return readEnvBundleInput(f, path)

@@ -144,21 +144,10 @@ func readIntent(file string) (intent.Intent, error) {
 	return in, nil
 }
 
-// readBounded reads at most max bytes of file; a longer file is an error.
+// readBounded reads file, a regular file of at most max bytes
+// (safefile.ReadRegular); a longer file is an error.
 func readBounded(file string, max int64) ([]byte, error) {
-	f, err := safefile.OpenRegular(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("larger than %d bytes", max)
-	}
-	return data, nil
+	return safefile.ReadRegular(file, max)
 }
 
 func printStageReport(w io.Writer, output string, rep StageReport) error {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +21,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 )
 
 // workerRBACHint ends a missing-permission error of the worker commands.
@@ -125,34 +125,31 @@ func readDelivery(path string) (*delivery.Delivery, error) {
 	return d, nil
 }
 
-// readLimited reads path ("-": stdin is not allowed here) up to max bytes.
+// readLimited reads path ("-": stdin is not allowed here), a regular file
+// of up to max bytes (safefile.ReadRegular: a named pipe is refused, never
+// waited on).
 func readLimited(path, flag string, max int) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := safefile.ReadRegular(path, int64(max))
 	if err != nil {
-		return nil, fail.Errorf(fail.Invalid, "%s: %w", flag, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
-	if err != nil {
-		return nil, fail.Errorf(fail.Invalid, "%s: %w", flag, err)
-	}
-	if len(data) > max {
-		return nil, fail.Errorf(fail.Invalid, "%s %q: more than %d bytes", flag, path, max)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return data, nil
 }
 
-// readToken reads the token from path, or stdin for "-": one final newline
-// dropped, then delivery.CheckToken. Errors never show a byte of it.
+// readToken reads the token from path, a regular file (safefile.OpenRegular:
+// a named pipe is refused, never waited on; the token is piped through
+// stdin with -), or stdin for "-": at most delivery.MaxTokenBytes+3 bytes,
+// one final newline dropped, then delivery.CheckToken. Errors never show a
+// byte of it.
 func readToken(path string, stdin io.Reader) ([]byte, error) {
 	var r io.Reader = stdin
 	if path == "" {
 		return nil, fail.Errorf(fail.Invalid, "--token-file: give the token's `FILE`, or - for stdin")
 	}
 	if path != "-" {
-		f, err := os.Open(path)
+		f, err := safefile.OpenRegular(path)
 		if err != nil {
-			return nil, fail.Errorf(fail.Invalid, "--token-file: %w", err)
+			return nil, fmt.Errorf("--token-file: %w", err)
 		}
 		defer f.Close()
 		r = f

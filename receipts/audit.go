@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -107,8 +107,9 @@ func (r *Report) OK() bool { return r != nil && r.Verdict == VerdictOK }
 // matched to them). Every receipt is parsed strictly and its signature
 // checked; all receipts together must form one chain (docs/receipts.md).
 // The error is for unusable input only (fail.Invalid: a missing path, no
-// receipts) or opts.Release's error, returned as is; verification failures
-// are in the report.
+// receipts, a receipt or signature path that is not a regular file, such
+// as a named pipe, which is never read) or opts.Release's error, returned
+// as is; verification failures are in the report.
 func Audit(paths []string, opts AuditOptions) (*Report, error) {
 	set, err := collect(paths)
 	if err != nil {
@@ -117,7 +118,10 @@ func Audit(paths []string, opts AuditOptions) (*Report, error) {
 	rep := &Report{Note: OfflineNote, StrayFiles: set.stray}
 	var parsed []audited
 	for _, path := range set.receipts {
-		row, r := auditFile(path, opts.TrustedKeys)
+		row, r, err := auditFile(path, opts.TrustedKeys)
+		if err != nil {
+			return nil, err
+		}
 		row.Receipt = r
 		rep.Receipts = append(rep.Receipts, row)
 		if r != nil {
@@ -236,22 +240,26 @@ func isTempName(name string) bool {
 }
 
 // auditFile checks one receipt file on its own: strict parse, file name and
-// signature. The receipt is nil when it did not parse.
-func auditFile(path string, keys TrustedKeys) (ReceiptVerdict, *Receipt) {
+// signature. The receipt is nil when it did not parse. The error is for a
+// receipt or signature path that is not a regular file (unusable input).
+func auditFile(path string, keys TrustedKeys) (ReceiptVerdict, *Receipt, error) {
 	row := ReceiptVerdict{File: path, Signature: SignatureNone, Verdict: VerdictOK}
 	failf := func(format string, args ...any) {
 		row.Verdict = VerdictFail
 		row.Reasons = append(row.Reasons, fmt.Sprintf(format, args...))
 	}
 	data, err := readLimited(path)
+	if errors.Is(err, safefile.ErrNotRegular) {
+		return row, nil, err
+	}
 	if err != nil {
 		failf("%v", err)
-		return row, nil
+		return row, nil, nil
 	}
 	r, err := Parse(data)
 	if err != nil {
 		failf("%v", err)
-		return row, nil
+		return row, nil, nil
 	}
 	row.Generation, row.Transition, row.Version, row.SelfDigest = r.Generation, r.Transition.Kind, r.Deployment.Version, r.SelfDigest
 	if want := FileName(r); filepath.Base(path) != want {
@@ -262,55 +270,52 @@ func auditFile(path string, keys TrustedKeys) (ReceiptVerdict, *Receipt) {
 	}
 	sigData, err := readLimited(path + SignatureSuffix)
 	switch {
+	case errors.Is(err, safefile.ErrNotRegular):
+		return row, nil, err
 	case errors.Is(err, fs.ErrNotExist):
 		if len(keys) > 0 {
 			failf("no signature %q; a signature by a trusted key is required", filepath.Base(path+SignatureSuffix))
 		}
-		return row, r
+		return row, r, nil
 	case err != nil:
 		row.Signature = SignatureInvalid
 		failf("%v", err)
-		return row, r
+		return row, r, nil
 	}
 	sig, err := ParseSignature(sigData)
 	if err != nil {
 		row.Signature = SignatureInvalid
 		failf("%v", err)
-		return row, r
+		return row, r, nil
 	}
 	row.SignatureKey = sig.KeyID
 	if len(keys) == 0 {
 		if sig.ReceiptDigest != r.SelfDigest {
 			row.Signature = SignatureInvalid
 			failf("signature is for receipt %q, not %q", sig.ReceiptDigest, r.SelfDigest)
-			return row, r
+			return row, r, nil
 		}
 		row.Signature = SignatureUnverified
-		return row, r
+		return row, r, nil
 	}
 	if err := VerifySignature(sig, r.SelfDigest, keys); err != nil {
 		row.Signature = SignatureInvalid
 		failf("%v", err)
-		return row, r
+		return row, r, nil
 	}
 	row.Signature = SignatureVerified
-	return row, r
+	return row, r, nil
 }
 
+// readLimited reads a receipt or signature file through the one hardened
+// open (safefile.ReadRegular): a regular file of at most MaxFileSize bytes;
+// a named pipe is refused without blocking.
 func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	data, err := safefile.ReadRegular(path, MaxFileSize)
+	if errors.Is(err, safefile.ErrNotRegular) {
+		return nil, fail.Errorf(fail.Invalid, "receipt audit: %w; a receipt or signature must be a regular file", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %q: %w", path, err)
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%q is larger than %d bytes", path, MaxFileSize)
-	}
-	return data, nil
+	return data, err
 }
 
 // unverified maps the generation a receipt file's name claims to the file,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 )
 
 // TempPattern names the temporary files Publish writes before linking them
@@ -118,9 +119,10 @@ func linkNew(dir, path string, data []byte) (replayed bool, err error) {
 }
 
 // sameContent reads path: false when it does not exist, true when it holds
-// exactly data, an *existsError otherwise.
+// exactly data, an *existsError otherwise. Anything but a regular file at
+// path (a named pipe) is refused without blocking (safefile.OpenRegular).
 func sameContent(path string, data []byte) (bool, error) {
-	f, err := os.Open(path)
+	f, err := safefile.OpenRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

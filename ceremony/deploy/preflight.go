@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
@@ -185,9 +187,15 @@ func ParsePreflight(name string, data []byte) (*PreflightRecord, error) {
 	return &p, nil
 }
 
-// ReadPreflight reads and parses a preflight record file.
+// MaxPreflightBytes caps a preflight record file, as receipts.MaxFileSize
+// caps a receipt (a record is smaller than the receipt of its transition).
+const MaxPreflightBytes = receipts.MaxFileSize
+
+// ReadPreflight reads and parses a preflight record file: a regular file
+// of at most MaxPreflightBytes (safefile.ReadRegular: a named pipe in its
+// place is refused, never waited on).
 func ReadPreflight(path string) (*PreflightRecord, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadRegular(path, MaxPreflightBytes)
 	if err != nil {
 		return nil, fail.Errorf(fail.Invalid, "--preflight: %w", err)
 	}
@@ -223,16 +231,25 @@ func WriteNoReplace(path string, data []byte) (replayed bool, err error) {
 		if !os.IsExist(err) {
 			return false, err
 		}
-		existing, rerr := os.ReadFile(path)
-		if rerr != nil {
-			return false, rerr
-		}
-		if bytes.Equal(existing, data) {
-			return true, nil
+		if same, rerr := holds(path, data); rerr != nil || same {
+			return same, rerr
 		}
 		return false, fail.Errorf(fail.Invalid, "%s already exists with different content; it was not replaced (choose another --out)", path)
 	}
 	return false, nil
+}
+
+// holds reports whether the regular file at path holds exactly data; it
+// reads at most one byte more (safefile.OpenRegular: a named pipe at path
+// is refused, never waited on).
+func holds(path string, data []byte) (bool, error) {
+	f, err := safefile.OpenRegular(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	existing, err := io.ReadAll(io.LimitReader(f, int64(len(data))+1))
+	return err == nil && bytes.Equal(existing, data), err
 }
 
 func (e ExpectedHead) describe() string {

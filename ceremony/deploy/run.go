@@ -2,10 +2,12 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -160,7 +163,7 @@ func (o *Options) settledBefore(rdir string, rec *PreflightRecord, head *Head, o
 	case ours && !resume:
 		return nil, true, fail.Errorf(fail.Conflict, "head: generation %d is applying this very preflight under mutation %s: another apply is running, or died; if none is running, run `kubectl ql3 resume --preflight FILE`", head.Generation, head.Transition.MutationID)
 	case !ours && resume:
-		if res, err := o.committedEarlier(rdir, rec, head); res != nil {
+		if res, err := o.committedEarlier(rdir, rec, head); res != nil || err != nil {
 			return res, true, err
 		}
 		what := "absent"
@@ -187,8 +190,8 @@ func (o *Options) applyingHead(head *Head, ld *loaded, rec *PreflightRecord, rdi
 		return applying, nil, nil
 	}
 	if err := CheckTransition(head, rec.Command.ExpectedHead, Target{Kind: rec.Command.Transition, Deployment: ld.deployment(), Inventory: ld.release.Inventory, Supersedes: rec.Command.Supersedes}); err != nil {
-		if res, err := o.committedEarlier(rdir, rec, head); res != nil {
-			return nil, res, err
+		if res, cerr := o.committedEarlier(rdir, rec, head); res != nil || cerr != nil {
+			return nil, res, cerr
 		}
 		return nil, nil, err
 	}
@@ -439,13 +442,23 @@ func writeUnderHeadPolicy[T any](ctx context.Context, say func(string, ...any), 
 // The receipt proves the past commit, not the present: the Head is at
 // another generation (or was removed), so this is never a success but
 // conflict, outcome "superseded", with the result saying what is known.
+// Only files named like receipts are read, each through the one hardened
+// open (safefile.ReadRegular, receipts.MaxFileSize): one that is not a
+// regular file (a named pipe) is invalid input, refused naming it, never
+// waited on; without a result, the error is the only outcome.
 func (o *Options) committedEarlier(rdir string, rec *PreflightRecord, head *Head) (*ApplyResult, error) {
 	entries, err := os.ReadDir(rdir)
 	if err != nil {
 		return nil, nil
 	}
 	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(rdir, e.Name()))
+		if e.IsDir() || !strings.HasSuffix(e.Name(), receipts.FileSuffix) {
+			continue
+		}
+		data, err := safefile.ReadRegular(filepath.Join(rdir, e.Name()), receipts.MaxFileSize)
+		if errors.Is(err, safefile.ErrNotRegular) {
+			return nil, fail.Errorf(fail.Invalid, "receipts directory: %w; a receipt must be a regular file: remove it (nothing was written)", err)
+		}
 		if err != nil {
 			continue
 		}

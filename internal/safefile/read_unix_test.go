@@ -3,7 +3,9 @@
 package safefile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,5 +148,40 @@ func TestOpenRegular(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 		f.Close()
+	}
+}
+
+// ReadRegular reads a regular file up to its cap and refuses, invalid
+// input naming the path, a named pipe (without blocking: ErrNotRegular on
+// the chain), a longer file and an absent one (fs.ErrNotExist on the
+// chain).
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo, file := filepath.Join(dir, "pipe"), filepath.Join(dir, "f")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := ReadRegular(file, 5); err != nil || string(data) != "12345" {
+		t.Fatalf("ReadRegular at the cap: %q %v", data, err)
+	}
+	tests := []struct {
+		path  string
+		limit int64
+		is    error
+		want  string
+	}{
+		{fifo, 5, ErrNotRegular, "not a regular file"},
+		{file, 4, nil, "more than the cap of 4 bytes"},
+		{filepath.Join(dir, "absent"), 5, fs.ErrNotExist, "no such file"},
+		{file, 0, nil, "size cap 0"},
+	}
+	for _, tt := range tests {
+		_, err := ReadRegular(tt.path, tt.limit)
+		if !fail.Is(err, fail.Invalid) || !strings.Contains(fmt.Sprint(err), tt.path) || !strings.Contains(fmt.Sprint(err), tt.want) || (tt.is != nil && !errors.Is(err, tt.is)) {
+			t.Errorf("ReadRegular(%s, %d) = %v, want invalid naming it: %q", tt.path, tt.limit, err, tt.want)
+		}
 	}
 }

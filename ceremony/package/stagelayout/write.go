@@ -281,10 +281,12 @@ func (w *writer) json(mediaType string, v any) (Descriptor, error) {
 // listed already.
 func (w *writer) list(d Descriptor) error {
 	index := Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex}
-	switch data, err := w.root.ReadFile("index.json"); {
+	// The layout's own read: a named pipe in place of index.json is
+	// refused without blocking (layout.open), as when it is verified.
+	switch data, err := (&layout{root: w.root, dir: w.dir}).readFile("index.json", MaxManifestBytes); {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return w.unavailable("index.json", err)
+		return err
 	default:
 		if err := json.Unmarshal(data, &index); err != nil {
 			return fail.Errorf(fail.Invalid, "stage: %s/index.json: %v", w.dir, err)
