@@ -164,12 +164,16 @@ func newCmdStatus(flags *genericclioptions.ConfigFlags, streams genericiooptions
 		Long: `Status reads the Head of the namespace (-n) and GETs every object of its
 inventory (no LIST): each is in-sync, missing (deleted by someone; never
 recreated here), drifted (another field manager now owns fields the deployer
-applied, from managedFields; with --release, also fields the release sets
-that another client removed), co-owned (another field manager owns fields
+applied, from managedFields; with --release, also every value that is not
+the release's, whoever wrote it), co-owned (another field manager owns fields
 the deployer owns too: the next preflight conflicts on each one its release
-changes) or not-current (kstatus). Without --release a
-removed field is not seen (server-side apply leaves no trace of it), and
-the report says values were not compared. A Head left applying
+changes) or not-current (kstatus). With --release every present object is
+dry-run as diff does (server-side apply, dryRun=All, nothing written) and
+its values compared with the live object's. Without --release only
+managedFields are read, and a field manager is a name any writer may send:
+a change written under the deployer's name (kubectl-ql3) or the Head's
+(kubectl-ql3-head) looks like the deployer's own, and a removed field
+leaves no trace; the report says so and what to run. A Head left applying
 is shown with its mutation id, since when, and what resume would do.
 Exit 0 when in sync and Current; 3 when an object is missing, drifted or
 co-owned or the Head is applying; 4 when objects are only not Current yet; 5 for a
@@ -177,7 +181,7 @@ tampered Head; 2 when there is no Head or --release is not the
 Head's release. --watch reads again until everything
 is in sync and Current, or --timeout passes.`,
 		Example: `  kubectl ql3 status -n ql3-demo
-  kubectl ql3 status -n ql3-demo --release ./release   # also fields another client removed
+  kubectl ql3 status -n ql3-demo --release ./release   # values compared with the release, whoever wrote them
   kubectl ql3 status -n ql3-demo -o json
   kubectl ql3 status -n ql3-demo --watch --timeout 10m   # until in sync and Current`,
 		Args: noArgs,
@@ -197,7 +201,7 @@ is in sync and Current, or --timeout passes.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&o.release, "release", "", "release directory `DIR` the Head deployed (its lock must be the Head's): render it, verify it against its lock, and report fields it sets that the live objects lack")
+	cmd.Flags().StringVar(&o.release, "release", "", "release directory `DIR` the Head deployed (its lock must be the Head's): render it, verify it against its lock, dry-run each object as diff does and report every live value that is not the release's, whoever wrote it")
 	o.secrets.add(cmd.Flags())
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage(outputJSON, outputYAML))
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "read again every --interval, printing each report that differs from the last, until everything is in sync and Current (exit 0) or --timeout passes (the last report's exit code)")
@@ -287,9 +291,9 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 	printApproval(w, rep)
 	fmt.Fprintf(w, "Objects:     %d: %d missing, %d drifted, %d co-owned, %d not Current\n", len(rep.Objects), rep.Missing, rep.Drifted, rep.CoOwned, rep.NotCurrent)
 	if rep.ValuesCompared {
-		fmt.Fprintf(w, "Release:     compared: fields it sets that another client removed are drift\n\n")
+		fmt.Fprintf(w, "Release:     compared: every value that is not the release's is drift, whoever wrote it\n\n")
 	} else {
-		fmt.Fprintf(w, "Release:     not compared: fields another client removed are not seen (give --release DIR)\n\n")
+		fmt.Fprintf(w, "Release:     not compared: %s\n\n", strings.TrimPrefix(rep.NotSeen, "values not compared: "))
 	}
 	for _, s := range rep.Objects {
 		fmt.Fprintf(w, "%-11s %-11s %s\n", s.State, s.Status, s.Object)
@@ -301,6 +305,9 @@ func printStatus(w io.Writer, rep *views.StatusReport) {
 		}
 		for _, f := range s.Removed {
 			fmt.Fprintf(w, "            %s removed (the release sets it)\n", f)
+		}
+		for _, f := range s.Changed {
+			fmt.Fprintf(w, "            %s differs from the release (whoever wrote it)\n", f)
 		}
 		if s.Message != "" && (s.State == views.StateMissing || s.Status != "Current") {
 			fmt.Fprintf(w, "            %s\n", s.Message)

@@ -23,7 +23,7 @@ import (
 // Object states of kubectl ql3 status, worst first.
 const (
 	StateMissing    = "missing"     // the object is gone (never recreated here)
-	StateDrifted    = "drifted"     // another field manager owns fields the deployer applied, or fields it applied are gone
+	StateDrifted    = "drifted"     // another field manager owns fields the deployer applied; with the release, a value differs from the release's
 	StateCoOwned    = "co-owned"    // another field manager owns fields the deployer owns too: a release that changes them conflicts
 	StateNotCurrent = "not-current" // kstatus says the object is not Current
 	StateInSync     = "in-sync"
@@ -49,9 +49,11 @@ type ObjectStatus struct {
 	// well (see CoOwned): the next preflight conflicts on each one whose
 	// value its release changes.
 	CoOwned []FieldDrift `json:"coOwned,omitempty"`
-	// Removed are fields the release sets that the live object lacks
-	// (see Removed); only when the release was given.
+	// Removed are fields the release sets that the live object lacks,
+	// and Changed the fields whose live value is not the release's (see
+	// Values), whoever wrote them; only when the release was given.
 	Removed []string `json:"removed,omitempty"`
+	Changed []string `json:"changed,omitempty"`
 }
 
 // Applying describes a Head left applying: who holds it and what resume
@@ -80,9 +82,11 @@ type StatusReport struct {
 	CoOwned      int       `json:"coOwned"`
 	NotCurrent   int       `json:"notCurrent"`
 	// ValuesCompared says whether the release the Head deployed was given
-	// and each object compared with it (fields another client removed
-	// are only seen then).
+	// and each object's values compared with it (Values). NotSeen, when
+	// they were not, says what status cannot see without it and what to
+	// run instead.
 	ValuesCompared bool           `json:"valuesCompared"`
+	NotSeen        string         `json:"notSeen,omitempty"`
 	Objects        []ObjectStatus `json:"objects"`
 	// HeadWriters are the field managers owning head.json: kubectl-ql3's
 	// alone unless someone wrote the Head outside the tool.
@@ -117,7 +121,7 @@ func (r *StatusReport) Err() error {
 		// missing, and what to do is resume, not investigate drift.
 		return fail.Errorf(fail.Conflict, "status %s: the Head is applying generation %d under mutation %s: %s", r.Namespace, r.Generation, r.Applying.MutationID, r.Applying.Resume)
 	case r.Missing > 0 || r.Drifted > 0:
-		return fail.Errorf(fail.Conflict, "status %s: %d missing, %d drifted, %d co-owned, %d not Current of %d objects: investigate before the next preflight (its dry-run reports drifted fields as conflicts; --force-conflicts takes them over)", r.Namespace, r.Missing, r.Drifted, r.CoOwned, r.NotCurrent, len(r.Objects))
+		return fail.Errorf(fail.Conflict, "status %s: %d missing, %d drifted, %d co-owned, %d not Current of %d objects: investigate before the next preflight (its dry-run reports a field another manager owns as a conflict, --force-conflicts takes it over; a value changed under the deployer's own field manager name the next apply sets back without a word)", r.Namespace, r.Missing, r.Drifted, r.CoOwned, r.NotCurrent, len(r.Objects))
 	case r.CoOwned > 0:
 		return fail.Errorf(fail.Conflict, "status %s: %d of %d objects co-owned: another field manager owns fields the deployer set, and the next preflight conflicts on each one whose value its release changes (`kubectl ql3 diff DIR` dry-runs that release and names them; --force-conflicts takes them over, or have that manager give them up)", r.Namespace, r.CoOwned, len(r.Objects))
 	case r.NotCurrent > 0:
@@ -128,8 +132,9 @@ func (r *StatusReport) Err() error {
 
 // Status reads the committed (or applying) Head of namespace ns and GETs
 // every object of its inventory (no LIST): present, missing, drifted (by
-// managedFields, see Drift; with applied, also fields the release sets
-// that are gone, see Removed) and kstatus. It writes nothing. No Head is
+// managedFields, see Drift; with applied, also every value that is not the
+// release's, whoever wrote it: each present object is dry-run as diff does
+// and compared, see Values) and kstatus. It writes nothing. No Head is
 // invalid input; a tampered Head is tamper (5), as kubectl ql3 head;
 // applied of another deployment than the Head's is invalid input.
 func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, applied *Applied) (*StatusReport, error) {
@@ -147,6 +152,9 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 	rep := &StatusReport{
 		Namespace: ns, Generation: h.Generation, Phase: h.Phase, Transition: h.Transition.Kind,
 		Version: h.Current.Version, FieldManager: h.Tool.FieldManager, ValuesCompared: applied != nil,
+	}
+	if applied == nil {
+		rep.NotSeen = notSeen(ns, h)
 	}
 	if h.Phase == deploy.PhaseApplying {
 		rep.Applying = applyingOf(cm, h)
@@ -178,6 +186,14 @@ func Status(ctx context.Context, c deploy.Cluster, ns string, parallelism int, a
 	}
 	rep.InSync = rep.Missing+rep.Drifted+rep.CoOwned+rep.NotCurrent == 0 && rep.Applying == nil && len(rep.Bypass) == 0
 	return rep, nil
+}
+
+// notSeen is what status cannot see without the release: managedFields
+// name a writer only by the field manager name it sent, which anyone may
+// send.
+func notSeen(ns string, h *deploy.Head) string {
+	return fmt.Sprintf("values not compared: a change written under the deployer's field manager name (%s) or the Head's (%s) looks like the deployer's own, and a field another client removed leaves no trace; to see both, run `kubectl ql3 status -n %s --release DIR` (or `kubectl ql3 diff DIR`) with DIR the release the Head deployed (%s, lock %s)",
+		h.Tool.FieldManager, deploy.HeadFieldManager, ns, h.Current.Version, h.Current.LockDigest)
 }
 
 // readStatusHead reads and parses the Head of namespace ns and checks it
@@ -299,12 +315,19 @@ func objectStatus(ctx context.Context, c deploy.Cluster, id inventory.Identity, 
 		return st, fmt.Errorf("%s: managedFields: %w", id, err)
 	}
 	if applied != nil {
-		if st.Removed, err = Removed(id, applied.Object, u.Object, u.GetManagedFields(), fm); err != nil {
+		// The release's values as the server would set them: the dry-run
+		// diff makes, forced (a field another manager owns is compared, not
+		// a conflict). It writes nothing.
+		after, err := c.Apply(ctx, applied, fm, true, true)
+		if err != nil {
+			return st, fmt.Errorf("status --release compares the release's values through the server-side apply dry-run kubectl ql3 diff makes, which needs get and patch on the object (kubectl ql3 rbac DIR grants them): %w", err)
+		}
+		if st.Removed, st.Changed, err = Values(id, after, u); err != nil {
 			return st, err
 		}
 	}
 	switch {
-	case len(st.Drift) > 0 || len(st.Removed) > 0:
+	case len(st.Drift) > 0 || len(st.Removed) > 0 || len(st.Changed) > 0:
 		st.State = StateDrifted
 	case len(st.CoOwned) > 0:
 		st.State = StateCoOwned
