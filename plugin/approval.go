@@ -6,13 +6,18 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/views"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
 // approvalOptions are the flags of propose, approve and reject.
@@ -24,6 +29,9 @@ type approvalOptions struct {
 	replace  bool
 	output   string
 	decision string // "" for propose
+	release  string // approve and reject: --release DIR
+	deployed string // --deployed DIR_OLD
+	secrets  secretFlags
 }
 
 func (o *approvalOptions) say() cas.Progress {
@@ -68,15 +76,29 @@ the Head must still be that Head. The proposer cannot decide their own
 proposal (exit 2), nor can a ServiceAccount; the API server refuses both too.
 A decision is final. Two people deciding at once: exactly one wins, the other
 exits 3 naming the winner. A lost answer is settled by reading the object
-again (docs/approval.md).`,
-		Example: "  kubectl ql3 " + verb + " --preflight pf.json --reason 'reviewed the diff'",
-		Args:    noArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
+again (docs/approval.md).
+
+The record holds digests, not content. With --release DIR the release you
+reviewed is rendered and verified against the record exactly as apply will
+verify it (its lock, source, render and inventory digests), and with
+--deployed DIR_OLD (the release the Head deploys, verified against the Head's
+lock) what it changes is shown, object by object, before the decision is
+written. A release that is not the record's is refused (exit 2), nothing
+written. This needs no permission beyond the approver role: the releases are
+compared offline. Without --release only digests are compared, and the
+output says so (stderr, and contentChecked false in -o json).`,
+		Example: "  kubectl ql3 " + verb + " --preflight pf.json --release ./release --deployed ./release-prev --reason 'reviewed the diff'\n" +
+			"  kubectl ql3 " + verb + " --preflight pf.json --release ./release --reason 'reviewed the release'   # an install: nothing deployed",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
 	cmd.Flags().StringVar(&o.reason, "reason", "", fmt.Sprintf("why (one printable line, at most %d bytes)", record.MaxReason))
 	if decision == record.Rejected {
 		_ = cmd.MarkFlagRequired("reason")
 	}
+	cmd.Flags().StringVar(&o.release, "release", "", "the release directory `DIR` you reviewed: verify it is the one the record binds, and show what it changes, before deciding")
+	cmd.Flags().StringVar(&o.deployed, "deployed", "", "with --release, the release directory `DIR_OLD` the Head deploys (verified against the Head's lock), to compare with")
+	o.secrets.add(cmd.Flags())
 	o.addFlags(cmd)
 	return cmd
 }
@@ -100,7 +122,11 @@ func (o *approvalOptions) run(ctx context.Context) error {
 	if o.decision == "" {
 		res, err = approval.Propose(ctx, c, approval.ProposeRequest{Record: o.record, Replace: o.replace, Say: o.say(), Show: o.say()})
 	} else {
-		res, err = approval.Decide(ctx, c, approval.DecideRequest{Record: o.record, Decision: o.decision, Reason: o.reason, Say: o.say(), Show: o.say()})
+		review, rerr := o.review()
+		if rerr != nil {
+			return rerr
+		}
+		res, err = approval.Decide(ctx, c, approval.DecideRequest{Record: o.record, Decision: o.decision, Reason: o.reason, Review: review, Say: o.say(), Show: o.say()})
 	}
 	if err != nil {
 		return err
@@ -108,10 +134,65 @@ func (o *approvalOptions) run(ctx context.Context) error {
 	if o.output != "" {
 		return printObject(o.streams.Out, o.output, res)
 	}
+	if res.Review != nil {
+		printReview(o.streams.Out, res.Review)
+	}
 	a := res.Approval
 	fmt.Fprintf(o.streams.Out, "%s: %s/%s (uid %s, resourceVersion %s)\n", res.Outcome, res.Subject.Namespace, record.Name, res.UID, res.ResourceVersion)
 	fmt.Fprintf(o.streams.Out, "decision %s, proposer %s, approver %q\n", a.Decision, a.Proposer, a.Approver)
 	return nil
+}
+
+// review is --release: the release to check against the record and the
+// changes to show (views.ReleaseChanges); nil without --release.
+func (o *approvalOptions) review() (*approval.ReviewRequest, error) {
+	if o.release == "" {
+		if o.deployed != "" || o.secrets.allow || o.secrets.keyFile != "" {
+			return nil, fail.Errorf(fail.Invalid, "--deployed, --allow-secret-data and --secret-digest-key-file only apply with --release")
+		}
+		return nil, nil
+	}
+	if err := o.secrets.validate(); err != nil {
+		return nil, err
+	}
+	inv, err := o.secrets.options()
+	if err != nil {
+		return nil, err
+	}
+	return &approval.ReviewRequest{
+		Release: o.release, Deployed: o.deployed,
+		Options: deploy.Options{FS: filesys.MakeFsOnDisk(), ToolVersion: version, Inventory: inv},
+		Changes: func(deployed, release []*unstructured.Unstructured, ns, version string) (any, error) {
+			return views.ReleaseChanges(deployed, release, ns, version)
+		},
+	}, nil
+}
+
+// printReview shows what --release checked and what the release changes:
+// one line per object, the objects that would be retired, the diffs.
+func printReview(w io.Writer, r *approval.Reviewed) {
+	fmt.Fprintf(w, "checked: %s\n", r.Verified)
+	rep, ok := r.Changes.(*views.DiffReport)
+	if !ok {
+		return
+	}
+	for _, ch := range rep.Objects {
+		fmt.Fprintf(w, "%-9s %s\n", ch.Change, ch.Object)
+	}
+	for _, rt := range rep.Retire {
+		fmt.Fprintf(w, "would be retired %s (the release no longer has it)\n", rt.Object)
+	}
+	for _, ch := range rep.Objects {
+		if ch.Change != views.Unchanged && ch.Diff != "" {
+			fmt.Fprint(w, "\n", ch.Diff)
+		}
+	}
+	against := "against the deployed release"
+	if r.Deployed == "" {
+		against = "(nothing deployed)"
+	}
+	fmt.Fprintf(w, "\n%s %s %s: %d created, %d changed, %d unchanged, %d would be retired (changes %s)\n",
+		rep.Namespace, rep.Version, against, rep.Created, rep.Changed, rep.Unchanged, len(rep.Retire), rep.Digest)
 }
 
 // approvalClients are the approval ceremony's clients of the kubeconfig flags.

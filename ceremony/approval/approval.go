@@ -59,6 +59,9 @@ type Subject struct {
 	// approval (preflight recorded who it authenticated); propose refuses
 	// anyone else.
 	Proposer string `json:"proposer,omitempty"`
+
+	rec  *deploy.PreflightRecord // the record, as read
+	head *deploy.Head            // the Head it expects, as read (nil: none)
 }
 
 // load reads the record at path exactly as apply does and checks that the
@@ -71,7 +74,7 @@ func load(ctx context.Context, c Clients, path string) (Subject, error) {
 	}
 	s := Subject{Record: path, Namespace: rec.Target.Namespace, Transition: rec.Command.Transition, Version: rec.Command.Version,
 		PreflightDigest: rec.SelfDigest, CommandDigest: rec.CommandDigest, ExpectedHead: rec.Command.ExpectedHead.String(),
-		Proposer: rec.Proposer}
+		Proposer: rec.Proposer, rec: rec}
 	id, err := deploy.ReadClusterIdentity(ctx, c.Cluster)
 	if err != nil {
 		return Subject{}, err
@@ -90,6 +93,7 @@ func load(ctx context.Context, c Clients, path string) (Subject, error) {
 	if now := h.Expected().String(); now != s.ExpectedHead {
 		return Subject{}, fail.Errorf(fail.Conflict, "head %s moved: it is now %s, preflight %s expects %s: preflight again (kubectl ql3 head -n %s)", s.Namespace, now, path, s.ExpectedHead, s.Namespace)
 	}
+	s.head = h
 	return s, nil
 }
 
@@ -118,6 +122,13 @@ type Result struct {
 	// Settled: the write's answer was lost (or a 409) and reading the
 	// object back showed it held exactly our intent.
 	Settled bool `json:"settled,omitempty"`
+	// ContentChecked (approve and reject only) says whether the release
+	// behind the record's digests was checked (--release): Review then
+	// holds what was verified and the changes shown; NotChecked otherwise
+	// says what was not.
+	ContentChecked *bool     `json:"contentChecked,omitempty"`
+	Review         *Reviewed `json:"review,omitempty"`
+	NotChecked     string    `json:"notChecked,omitempty"`
 }
 
 func result(s Subject, outcome string, cm *corev1.ConfigMap, a record.Approval) *Result {

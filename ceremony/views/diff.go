@@ -335,6 +335,11 @@ func maskAll(obj map[string]any, field string) {
 // before ("live/<identity>") and after ("dry-run/<identity>"); "" when they
 // are equal. A nil side is empty.
 func UnifiedDiff(id inventory.Identity, before, after map[string]any) (string, error) {
+	return unifiedDiff(id, before, after, "live/", "dry-run/")
+}
+
+// unifiedDiff is UnifiedDiff with the headers' prefixes from and to.
+func unifiedDiff(id inventory.Identity, before, after map[string]any, from, to string) (string, error) {
 	a, err := toYAML(before)
 	if err != nil {
 		return "", err
@@ -348,7 +353,7 @@ func UnifiedDiff(id inventory.Identity, before, after map[string]any) (string, e
 	}
 	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A: difflib.SplitLines(a), B: difflib.SplitLines(b),
-		FromFile: "live/" + id.String(), ToFile: "dry-run/" + id.String(), Context: 3,
+		FromFile: from + id.String(), ToFile: to + id.String(), Context: 3,
 	})
 }
 
