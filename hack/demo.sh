@@ -120,7 +120,9 @@ if [ "$code" != 2 ] || ! grep -q "needs a second person's approval" "$work/refus
   echo "apply without an approval: exit $code, want 2 (refused, not approved)"; exit 1
 fi
 run kubectl-ql3 --as alice propose --preflight "$work/approved-3.1.1.json"
-run kubectl-ql3 --as bob approve --preflight "$work/approved-3.1.1.json" --reason "reviewed the diff"
+# bob checks that the release he reviewed is the one proposed, and sees what
+# it changes against the deployed 3.1.0, before approving.
+run kubectl-ql3 --as bob approve --preflight "$work/approved-3.1.1.json" --release "$work/v3.1.1" --deployed "$work/v3.1.0" --reason "reviewed the diff"
 run kubectl-ql3 --as alice apply --preflight "$work/approved-3.1.1.json" --receipts-dir "$receipts"
 
 # Offline: no cluster is needed to check what was deployed.

@@ -134,9 +134,6 @@ func (o *approvalOptions) run(ctx context.Context) error {
 	if o.output != "" {
 		return printObject(o.streams.Out, o.output, res)
 	}
-	if res.Review != nil {
-		printReview(o.streams.Out, res.Review)
-	}
 	a := res.Approval
 	fmt.Fprintf(o.streams.Out, "%s: %s/%s (uid %s, resourceVersion %s)\n", res.Outcome, res.Subject.Namespace, record.Name, res.UID, res.ResourceVersion)
 	fmt.Fprintf(o.streams.Out, "decision %s, proposer %s, approver %q\n", a.Decision, a.Proposer, a.Approver)
@@ -164,6 +161,11 @@ func (o *approvalOptions) review() (*approval.ReviewRequest, error) {
 		Options: deploy.Options{FS: filesys.MakeFsOnDisk(), ToolVersion: version, Inventory: inv},
 		Changes: func(deployed, release []*unstructured.Unstructured, ns, version string) (any, error) {
 			return views.ReleaseChanges(deployed, release, ns, version)
+		},
+		Show: func(r *approval.Reviewed) {
+			if o.output == "" { // -o prints it in the result
+				printReview(o.streams.Out, r)
+			}
 		},
 	}, nil
 }

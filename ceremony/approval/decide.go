@@ -65,6 +65,9 @@ func Decide(ctx context.Context, c Clients, req DecideRequest) (*Result, error) 
 			return nil, err
 		}
 		req.Show.Printf("%s: content checked: %s", verb[req.Decision], reviewed.Verified)
+		if req.Review.Show != nil {
+			req.Review.Show(reviewed)
+		}
 	} else {
 		req.Show.Printf("%s: %s", verb[req.Decision], notChecked(verb[req.Decision]))
 	}

@@ -26,6 +26,9 @@ type ReviewRequest struct {
 	// and version: views.ReleaseChanges in the CLI (ceremony/approval does
 	// not import the views).
 	Changes func(deployed, release []*unstructured.Unstructured, ns, version string) (any, error)
+	// Show, when set, is given the review once it is checked, before the
+	// approval object is read or written.
+	Show func(*Reviewed)
 }
 
 // Reviewed is what a review checked and showed.
