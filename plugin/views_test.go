@@ -345,9 +345,9 @@ func TestCLIViews(t *testing.T) {
 }
 
 // What `kubectl ql3 rbac` grants is enough for diff, status and history
-// -n: they need get (and, for diff, the dry-run's patch) on the release's
-// objects, get on the Head and on the kube-system Namespace; no list, no
-// watch.
+// -n: they need get (and, for diff and status --release, the dry-run's
+// patch) on the release's objects, get on the Head and on the kube-system
+// Namespace; no list, no watch.
 func TestViewsLeastPrivilege(t *testing.T) {
 	ns := controlNamespace(t)
 	v300 := releaseCopy(t, "v3.0.0", ns, "")
