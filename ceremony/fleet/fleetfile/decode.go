@@ -79,6 +79,9 @@ func str(c *checker, m map[string]any, path, name string, rule func(string) stri
 	return s
 }
 
+// fleetPath is the rule of a target's kubeconfig and release paths.
+func fleetPath(v string) string { return checkPath(v, "the fleet file's directory") }
+
 func decodeTarget(c *checker, path string, v any) Target {
 	m, ok := c.mapping(path, v, targetFields, []string{"name", "namespace", "release"})
 	if !ok {
@@ -86,10 +89,10 @@ func decodeTarget(c *checker, path string, v any) Target {
 	}
 	t := Target{
 		Name:       str(c, m, path, "name", checkName),
-		Kubeconfig: str(c, m, path, "kubeconfig", checkPath),
+		Kubeconfig: str(c, m, path, "kubeconfig", fleetPath),
 		Context:    str(c, m, path, "context", checkContext),
 		Namespace:  str(c, m, path, "namespace", checkName),
-		Release:    str(c, m, path, "release", checkPath),
+		Release:    str(c, m, path, "release", fleetPath),
 		Labels:     map[string]string{},
 	}
 	if l, ok := m["labels"]; ok {

@@ -117,7 +117,7 @@ func TestParseRules(t *testing.T) {
 		{"label key", "{ring: dev}", "{Ring/x: dev}", `targets[0].labels["Ring/x"]: the key's prefix "Ring" is not a DNS-1123 subdomain`},
 		{"label value", "{ring: dev}", "{ring: -dev}", `targets[0].labels["ring"]: "-dev" is not a label value`},
 		{"labels not a map", "{ring: dev}", "[dev]", "targets[0].labels: want a mapping of label keys to values, got a list"},
-		{"kubeconfig absolute", "kubeconfigs/dev.yaml", "/etc/kube.yaml", `targets[0].kubeconfig: "/etc/kube.yaml" is absolute`},
+		{"kubeconfig absolute", "kubeconfigs/dev.yaml", "/etc/kube.yaml", `targets[0].kubeconfig: "/etc/kube.yaml" is absolute; write it relative to the fleet file's directory`},
 		{"kubeconfig dotdot", "kubeconfigs/dev.yaml", "kubeconfigs/../../dev.yaml", `targets[0].kubeconfig: "kubeconfigs/../../dev.yaml" leads outside the fleet file's directory`},
 		{"kubeconfig not clean", "kubeconfigs/dev.yaml", "./kubeconfigs//dev.yaml", `is not a clean path; write "kubeconfigs/dev.yaml"`},
 		{"kubeconfig empty", "kubeconfigs/dev.yaml", `""`, "targets[0].kubeconfig: is empty"},

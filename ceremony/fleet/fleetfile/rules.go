@@ -1,6 +1,7 @@
 package fleetfile
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -59,7 +60,7 @@ func checkLabelValue(v string) string {
 // checkPath is the rule of a kubeconfig or release path: relative to the
 // fleet file's directory, inside it, clean, '/'-separated, without control
 // characters. (Load also resolves its symbolic links.)
-func checkPath(v string) string {
+func checkPath(v, dir string) string {
 	switch {
 	case v == "":
 		return "is empty"
@@ -70,11 +71,11 @@ func checkPath(v string) string {
 	case strings.Contains(v, `\`):
 		return quote(v) + ` holds a '\'; separate directories with '/'`
 	case strings.HasPrefix(v, "/"):
-		return quote(v) + " is absolute; write it relative to the fleet file's directory"
+		return quote(v) + " is absolute; write it relative to " + dir
 	case v == ".." || strings.HasPrefix(v, "../") || strings.Contains(v, "/../") || strings.HasSuffix(v, "/.."):
-		return quote(v) + " leads outside the fleet file's directory"
+		return quote(v) + " leads outside " + dir
 	case v == ".":
-		return quote(v) + " names the fleet file's directory itself; name a file or directory inside it"
+		return quote(v) + " names " + dir + " itself; name a file or directory inside it"
 	case path.Clean(v) != v:
 		return quote(v) + " is not a clean path; write " + quote(path.Clean(v))
 	}
@@ -116,4 +117,21 @@ func parseSoak(v string) (time.Duration, string) {
 	}
 	d := time.Duration(seconds) * time.Second
 	return d, ""
+}
+
+// CheckName is the rule of a target's, a wave's and a namespace's name, for
+// the formats built on the fleet: nil, or an error saying what is wrong.
+func CheckName(v string) error { return problemErr(checkName(v)) }
+
+// CheckPath is the rule of a path relative to a directory it must stay in
+// (a kubeconfig, a release, a plan's preflight record), dir naming that
+// directory in the error ("the plan's directory"): nil, or an error saying
+// what is wrong.
+func CheckPath(v, dir string) error { return problemErr(checkPath(v, dir)) }
+
+func problemErr(p string) error {
+	if p == "" {
+		return nil
+	}
+	return errors.New(p)
 }
