@@ -35,6 +35,8 @@ type vector struct {
 	Where *string `json:"where,omitempty"`
 	// Carrier names the carrier a names file is merged against.
 	Carrier string `json:"carrier,omitempty"`
+	// Fleet names the fleet file a fleet plan is matched against.
+	Fleet string `json:"fleet,omitempty"`
 	// Figures are an accepted carrier's counts and sizes, a merge report's.
 	Figures map[string]int `json:"figures,omitempty"`
 	// Outcome is an accepted judgement's answer (advance, replay).
@@ -89,7 +91,7 @@ func load(t *testing.T, format string) manifest {
 		default:
 			t.Errorf("%s/%s: verdict %q with rule %q and class %d", format, v.Name, v.Verdict, v.Rule, v.Class)
 		}
-		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations, v.Carrier, v.Parameters["trustedKey"], v.Parameters["keysetSecret"]} {
+		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations, v.Carrier, v.Fleet, v.Parameters["trustedKey"], v.Parameters["keysetSecret"]} {
 			if f != "" {
 				used[filepath.ToSlash(strings.SplitN(f, "/", 2)[0])] = true
 			}

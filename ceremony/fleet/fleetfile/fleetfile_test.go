@@ -1,6 +1,7 @@
 package fleetfile
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -172,5 +173,30 @@ func TestParseRules(t *testing.T) {
 				t.Fatalf("error %q lacks %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The bounds: a file over MaxFileBytes is refused unread, a fleet of more
+// than MaxTargets targets is refused, one of exactly MaxTargets accepted.
+func TestParseBounds(t *testing.T) {
+	big := goodYAML + "#" + strings.Repeat("x", MaxFileBytes-len(goodYAML)-1) + "\n"
+	if _, err := Parse("/fleet", []byte(big)); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "the file is 1048577 bytes, at most 1048576 are allowed") {
+		t.Fatalf("a file over the bound: %v", err)
+	}
+	fleet := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString("schema: kubectl-ql3/fleet@v1\ntargets:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "- {name: t%d, namespace: ns%d, release: r, labels: {all: \"yes\"}}\n", i, i)
+		}
+		b.WriteString("waves:\n- {name: all, selector: {matchLabels: {all: \"yes\"}}, maxParallel: 1000}\n")
+		return []byte(b.String())
+	}
+	f, err := Parse("/fleet", fleet(MaxTargets))
+	if err != nil || len(f.Waves[0].Targets) != MaxTargets {
+		t.Fatalf("a fleet of %d targets: %v", MaxTargets, err)
+	}
+	if _, err := Parse("/fleet", fleet(MaxTargets+1)); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "targets: has 1001 entries, at most 1000 are allowed") {
+		t.Fatalf("a fleet of %d targets: %v", MaxTargets+1, err)
 	}
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -119,5 +120,29 @@ func TestWaveDigest(t *testing.T) {
 	}
 	if c, _ := p.Waves[0].Digest(); c == a {
 		t.Fatal("two waves, one digest")
+	}
+}
+
+// At most fleetfile.MaxTargets targets in all (rule 6): a plan of 1000 is
+// read, one of 1001 refused.
+func TestParseTargetBound(t *testing.T) {
+	plan := func(n int) []byte {
+		p := validPlan(t)
+		p.Waves = p.Waves[:1]
+		p.Waves[0].Targets = nil
+		for i := range n {
+			p.Waves[0].Targets = append(p.Waves[0].Targets, entry(fmt.Sprintf("t%d", i)))
+		}
+		if err := p.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := p.Bytes()
+		return data
+	}
+	if _, err := Parse("plan.json", plan(1000)); err != nil {
+		t.Fatalf("1000 targets: %v", err)
+	}
+	if _, err := Parse("plan.json", plan(1001)); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "waves: 1001 targets, at most 1000 are allowed") {
+		t.Fatalf("1001 targets: %v", err)
 	}
 }
