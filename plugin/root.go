@@ -43,7 +43,8 @@ a receipt that "kubectl ql3 receipt audit" verifies offline.`,
 	addGroups(root,
 		group{"ceremony", "Deployment ceremony (the Head):", []*cobra.Command{
 			newCmdLock(flags, streams), newCmdPreflight(flags, streams), newCmdApply(flags, streams, false),
-			newCmdRollback(flags, streams), newCmdApply(flags, streams, true), newCmdHead(flags, streams), newCmdRBAC(flags, streams)}},
+			newCmdRollback(flags, streams), newCmdApply(flags, streams, true), newCmdHead(flags, streams), newCmdRBAC(flags, streams),
+			newCmdFleet(flags, streams)}},
 		group{"approval", "Two-person rule (approval of a preflight):", []*cobra.Command{
 			newCmdPropose(flags, streams), newCmdDecide(flags, streams, record.Approved), newCmdDecide(flags, streams, record.Rejected), newCmdApproval(flags, streams)}},
 		group{"views", "Read-only views:", []*cobra.Command{

@@ -7,6 +7,15 @@ import (
 
 // RestartAPIServer stops kube-apiserver and starts it again on the same port.
 func (cp *ControlPlane) RestartAPIServer() error {
+	if err := cp.StopAPIServer(); err != nil {
+		return err
+	}
+	return cp.StartAPIServer()
+}
+
+// StopAPIServer stops kube-apiserver: the cluster answers nothing until
+// StartAPIServer (etcd keeps its state).
+func (cp *ControlPlane) StopAPIServer() error {
 	cp.mu.Lock()
 	var api *proc
 	for _, p := range cp.procs {
@@ -19,6 +28,22 @@ func (cp *ControlPlane) RestartAPIServer() error {
 		return errors.New("kube-apiserver is not running")
 	}
 	cp.stopProc(api)
+	cp.mu.Lock()
+	cp.stoppedAPI = api
+	cp.mu.Unlock()
+	return nil
+}
+
+// StartAPIServer starts the kube-apiserver StopAPIServer stopped, with the
+// same arguments and port, and waits until it is ready.
+func (cp *ControlPlane) StartAPIServer() error {
+	cp.mu.Lock()
+	api := cp.stoppedAPI
+	cp.stoppedAPI = nil
+	cp.mu.Unlock()
+	if api == nil {
+		return errors.New("kube-apiserver was not stopped")
+	}
 	args := api.cmd.Args[1:]
 	p, err := cp.run("kube-apiserver", api.cmd.Path, args...)
 	if err != nil {
