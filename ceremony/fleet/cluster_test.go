@@ -133,6 +133,7 @@ func options(t *testing.T, progress *bytes.Buffer) *fleet.Options {
 			if err != nil {
 				return nil, err
 			}
+			cfg.QPS, cfg.Burst = 2000, 4000 // as the plugin sets them: client-go's 5/10 would pace a deploy
 			return deploy.NewKubeCluster(cfg)
 		},
 		Deploy:   deploy.Options{FS: filesys.MakeFsOnDisk(), ToolVersion: toolVersion, Timeout: 2 * time.Minute},
