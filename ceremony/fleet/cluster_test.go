@@ -29,6 +29,9 @@ import (
 var cps []*testcluster.ControlPlane
 
 func TestMain(m *testing.M) {
+	if file := os.Getenv(driverEnv); file != "" {
+		os.Exit(driver(file, os.Getenv(driverPlanEnv)))
+	}
 	testcluster.MainMany(m, testcluster.Options{ControllerManager: true, AuditLog: true}, 3, &cps)
 }
 
@@ -126,7 +129,7 @@ func (b *bed) file(t *testing.T, waves string) *fleetfile.Fleet {
 }
 
 // options are the driver's: each target through its own kubeconfig.
-func options(t *testing.T, progress *bytes.Buffer) *fleet.Options {
+func options(_ *testing.T, progress *bytes.Buffer) *fleet.Options {
 	return &fleet.Options{
 		Connect: func(f *fleetfile.Fleet, tg fleetfile.Target) (deploy.Cluster, error) {
 			cfg, err := clientcmd.BuildConfigFromFlags("", f.Path(tg.Kubeconfig))
