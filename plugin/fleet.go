@@ -28,6 +28,9 @@ type fleetFlags struct {
 	streams     genericiooptions.IOStreams
 	receiptsDir string
 	parallel    int
+	parallelism int
+	qps         float32
+	burst       int
 	timeout     string
 	output      string
 	plan        string
@@ -37,6 +40,9 @@ func (f *fleetFlags) add(cmd *cobra.Command, withPlan bool) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.receiptsDir, "receipts-dir", "", "`DIR` holding one receipts directory per target, named after it (default: <fleet dir>/receipts)")
 	fs.IntVar(&f.parallel, "parallel", 4, "targets locked, preflighted or read at once (apply follows each wave's maxParallel)")
+	fs.IntVar(&f.parallelism, "parallelism", defaultParallelism, "within one target, server-side applies, dry-runs and convergence reads in flight at once")
+	fs.Float32Var(&f.qps, "qps", defaultQPS, "client-side request rate limit per target (requests per second)")
+	fs.IntVar(&f.burst, "burst", defaultBurst, "client-side request burst per target above --qps")
 	fs.StringVar(&f.timeout, "timeout", "5m", "bound on each target's convergence")
 	fs.StringVarP(&f.output, "output", "o", "", outputUsage()+" (the result on stdout; progress stays on stderr)")
 	if withPlan {
@@ -50,8 +56,11 @@ func (f *fleetFlags) options(path string) (*fleet.Options, *fleetfile.Fleet, err
 	if err := validateOutput(f.output); err != nil {
 		return nil, nil, err
 	}
-	if f.parallel < 1 || f.parallel > 256 {
-		return nil, nil, fail.Errorf(fail.Invalid, "--parallel %d: want 1 to 256", f.parallel)
+	if f.parallel < 1 || f.parallel > 256 || f.parallelism < 1 || f.parallelism > 256 {
+		return nil, nil, fail.Errorf(fail.Invalid, "--parallel %d, --parallelism %d: want 1 to 256 each", f.parallel, f.parallelism)
+	}
+	if f.qps <= 0 || f.burst < 1 {
+		return nil, nil, fail.Errorf(fail.Invalid, "--qps and --burst must be positive")
 	}
 	timeout, err := time.ParseDuration(f.timeout)
 	if err != nil || timeout <= 0 {
@@ -62,7 +71,7 @@ func (f *fleetFlags) options(path string) (*fleet.Options, *fleetfile.Fleet, err
 		return nil, nil, err
 	}
 	o := &fleet.Options{Connect: f.connector(), ReceiptsDir: f.receiptsDir, Parallel: f.parallel, Progress: f.streams.ErrOut,
-		Deploy: deploy.Options{FS: filesys.MakeFsOnDisk(), ToolVersion: version, Parallelism: defaultParallelism, Timeout: timeout}}
+		Deploy: deploy.Options{FS: filesys.MakeFsOnDisk(), ToolVersion: version, Parallelism: f.parallelism, Timeout: timeout}}
 	return o, fl, nil
 }
 
@@ -95,7 +104,7 @@ func (f *fleetFlags) connector() fleet.Connector {
 		if err != nil {
 			return nil, fail.Errorf(fail.Invalid, "kubeconfig of target %s: %w", t.Name, err)
 		}
-		cfg.QPS, cfg.Burst, cfg.UserAgent = defaultQPS, defaultBurst, "kubectl-ql3/"+version
+		cfg.QPS, cfg.Burst, cfg.UserAgent = f.qps, f.burst, "kubectl-ql3/"+version
 		cl, err := deploy.NewKubeCluster(cfg)
 		if err != nil {
 			return nil, fail.Errorf(fail.Invalid, "kubeconfig of target %s: %w", t.Name, err)

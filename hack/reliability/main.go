@@ -36,6 +36,7 @@ var cases = []caseDef{
 	{"privilege", caseLeastPrivilege},
 	{"pointer", casePointer},
 	{"approval", caseApproval},
+	{"fleet", caseFleet},
 }
 
 func main() {
