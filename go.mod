@@ -26,6 +26,11 @@ require (
 require golang.org/x/crypto v0.54.0
 
 require (
+	github.com/in-toto/attestation v1.2.0 // indirect
+	github.com/secure-systems-lab/go-securesystemslib v0.11.0 // indirect
+)
+
+require (
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
