@@ -23,11 +23,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require golang.org/x/crypto v0.54.0
-
 require (
-	github.com/in-toto/attestation v1.2.0 // indirect
-	github.com/secure-systems-lab/go-securesystemslib v0.11.0 // indirect
+	github.com/in-toto/attestation v1.2.0
+	github.com/secure-systems-lab/go-securesystemslib v0.11.0
+	golang.org/x/crypto v0.54.0
 )
 
 require (
@@ -73,7 +72,7 @@ require (
 	golang.org/x/term v0.45.0
 	golang.org/x/text v0.40.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/protobuf v1.36.12
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
