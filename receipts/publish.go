@@ -32,10 +32,18 @@ type PublishResult struct {
 	// SignatureReplayed is true when the identical signature was already
 	// there.
 	SignatureReplayed bool `json:"signatureReplayed,omitempty"`
+	// AttestationPath is the attestation file (in-toto in DSSE), written
+	// with the signature; empty when no signer was given.
+	AttestationPath string `json:"attestationPath,omitempty"`
+	// AttestationReplayed is true when the identical attestation was
+	// already there.
+	AttestationReplayed bool `json:"attestationReplayed,omitempty"`
 }
 
 // Publish writes the sealed receipt r into dir as FileName(r) without ever
-// replacing a file, and, with a signer, its detached signature beside it.
+// replacing a file, and, with a signer, its detached signature and its
+// attestation (AttestationName: in-toto in DSSE, docs/receipts.md §7)
+// beside it, in that order.
 //
 // Each file is written to a temporary file in dir, synced, then linked to
 // its final name (link(2) fails if the name exists) and the directory is
@@ -44,15 +52,20 @@ type PublishResult struct {
 // existing byte-identical file is a replay. An existing receipt that
 // differs means history diverged: fail.Tamper, nothing changed. An existing
 // signature by another key for this receipt is fail.Conflict; any other
-// differing signature is fail.Tamper. dir is created if missing.
+// differing signature is fail.Tamper; the attestation likewise (another
+// key's attestation of this receipt: fail.Conflict). dir is created if
+// missing.
 func Publish(dir string, r *Receipt, signer ed25519.PrivateKey) (PublishResult, error) {
 	data, err := r.Bytes()
 	if err != nil {
 		return PublishResult{}, err
 	}
-	var sig []byte
+	var sig, att []byte
 	if signer != nil {
 		if sig, err = Sign(r, signer); err != nil {
+			return PublishResult{}, err
+		}
+		if att, err = Attest(r, signer); err != nil {
 			return PublishResult{}, err
 		}
 	}
@@ -81,7 +94,27 @@ func Publish(dir string, r *Receipt, signer ed25519.PrivateKey) (PublishResult, 
 		}
 		return res, fail.Errorf(fail.Tamper, "signature %q already exists and is not a signature of this receipt; nothing was written", res.SignaturePath)
 	}
-	return res, nil
+	res.AttestationPath = filepath.Join(dir, AttestationName(r))
+	res.AttestationReplayed, err = publishAttestation(dir, res.AttestationPath, r, data, att)
+	return res, err
+}
+
+// publishAttestation links the attestation att of the receipt r (file
+// bytes data) at path without replacing: an existing attestation of this
+// receipt by another key is fail.Conflict, anything else there fail.Tamper.
+func publishAttestation(dir, path string, r *Receipt, data, att []byte) (bool, error) {
+	replayed, err := linkNew(dir, path, att)
+	if err == nil {
+		return replayed, nil
+	}
+	var differs *existsError
+	if !errors.As(err, &differs) {
+		return false, fmt.Errorf("publish attestation %q: %w", path, err)
+	}
+	if id, cerr := CheckAttestation(differs.existing, r, data, nil); cerr == nil {
+		return false, fail.Errorf(fail.Conflict, "attestation %q already exists, by key %q; nothing was written", path, id)
+	}
+	return false, fail.Errorf(fail.Tamper, "attestation %q already exists and is not an attestation of this receipt; nothing was written", path)
 }
 
 // existsError reports that the target name holds different bytes.
@@ -130,7 +163,7 @@ func sameContent(path string, data []byte) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	existing, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	existing, err := io.ReadAll(io.LimitReader(f, int64(max(len(data), MaxFileSize))+1))
 	if err != nil {
 		return false, err
 	}

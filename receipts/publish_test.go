@@ -54,7 +54,13 @@ func TestPublish(t *testing.T) {
 		t.Fatalf("add signature: %+v %v", res, err)
 	}
 	sig, _ := os.ReadFile(res.SignaturePath)
-	if res, err = Publish(dir, r, k); err != nil || !res.Replayed || !res.SignatureReplayed {
+	if res.AttestationPath != filepath.Join(dir, AttestationName(r)) || res.AttestationReplayed {
+		t.Fatalf("add attestation: %+v", res)
+	}
+	if got, _ := os.ReadFile(res.AttestationPath); !bytes.Equal(got, mustAttest(t, r, k)) {
+		t.Fatal("published attestation differs from Attest()")
+	}
+	if res, err = Publish(dir, r, k); err != nil || !res.Replayed || !res.SignatureReplayed || !res.AttestationReplayed {
 		t.Fatalf("signed replay: %+v %v", res, err)
 	}
 
@@ -85,7 +91,7 @@ func TestPublish(t *testing.T) {
 		t.Fatalf("junk signature: %v", err)
 	}
 
-	wantNames := []string{FileName(r), FileName(r) + ".sig", FileName(r2), FileName(r2) + ".sig"}
+	wantNames := []string{AttestationName(r), FileName(r), FileName(r) + ".sig", FileName(r2), FileName(r2) + ".sig"}
 	if got := listDir(t, dir); strings.Join(got, " ") != strings.Join(wantNames, " ") {
 		t.Fatalf("directory holds %q, want %q (no temporary files)", got, wantNames)
 	}
@@ -212,9 +218,12 @@ func TestPublishConcurrent(t *testing.T) {
 		if wrote != 1 {
 			t.Errorf("round %d: %d publishers wrote the receipt, want exactly 1", round, wrote)
 		}
-		want := []string{FileName(r), FileName(r) + ".sig"}
+		want := []string{AttestationName(r), FileName(r), FileName(r) + ".sig"}
 		if got := listDir(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Fatalf("round %d: directory holds %q, want %q", round, got, want)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, AttestationName(r))); !bytes.Equal(got, mustAttest(t, r, k)) {
+			t.Fatalf("round %d: attestation is not the expected bytes", round)
 		}
 		if got, _ := os.ReadFile(filepath.Join(dir, FileName(r))); !bytes.Equal(got, mustBytes(t, r)) {
 			t.Fatalf("round %d: receipt is not the expected bytes", round)

@@ -1,0 +1,84 @@
+package receipts
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/intoto"
+)
+
+func mustAttest(t testing.TB, r *Receipt, k []byte) []byte {
+	t.Helper()
+	a, err := Attest(r, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// The attestation says what docs/receipts.md §7 says: predicate type ours,
+// predicate the receipt's bytes, subjects the receipt file's SHA-256 and
+// the inventory digest, signed by the receipt's key under its key id.
+func TestAttestationContent(t *testing.T) {
+	r := following(newReceipt().sealed(t), KindUpgrade, "3.1.0").sealed(t)
+	data := mustBytes(t, r)
+	st, err := intoto.Verify(mustAttest(t, r, testKey(1)), trusted(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := []intoto.Subject{
+		{Name: "000002-upgrade-3.1.0.receipt.json", SHA256: hex.EncodeToString(sum[:])},
+		{Name: InventorySubject, SHA256: strings.TrimPrefix(r.Deployment.InventoryDigest, "sha256:")},
+	}
+	if st.PredicateType != PredicateType || !bytes.Equal(st.Predicate, data) || len(st.Subjects) != 2 || st.Subjects[0] != want[0] || st.Subjects[1] != want[1] {
+		t.Fatalf("statement %+v", st)
+	}
+	if AttestationName(r) != "000002-upgrade-3.1.0.intoto.json" {
+		t.Fatalf("name %q", AttestationName(r))
+	}
+	if _, err := intoto.Verify(mustAttest(t, r, testKey(1)), trusted(2)); err == nil {
+		t.Fatal("verified under an untrusted key")
+	}
+}
+
+// Publish never replaces an attestation: another key's attestation of the
+// same receipt is a conflict, anything else there tamper; the file is
+// left as it was.
+func TestPublishAttestationNoReplace(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		there   func(r *Receipt) []byte
+		class   fail.Class
+		message string
+	}{
+		{"another key's attestation", func(r *Receipt) []byte { return mustAttest(t, r, testKey(2)) }, fail.Conflict, "already exists, by key"},
+		{"another receipt's attestation", func(r *Receipt) []byte {
+			return mustAttest(t, newReceipt().with(func(r *Receipt) { r.Transition.ForceConflicts = true }).sealed(t), testKey(1))
+		}, fail.Tamper, "not an attestation of this receipt"},
+		{"junk", func(*Receipt) []byte { return []byte("junk") }, fail.Tamper, "not an attestation of this receipt"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := newReceipt().sealed(t)
+			path := filepath.Join(dir, AttestationName(r))
+			there := c.there(r)
+			if err := os.WriteFile(path, there, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Publish(dir, r, testKey(1))
+			if fail.ClassOf(err) != c.class || !strings.Contains(err.Error(), c.message) {
+				t.Fatalf("err %v (class %v), want %v with %q", err, fail.ClassOf(err), c.class, c.message)
+			}
+			if got := mustRead(t, path); !bytes.Equal(got, there) {
+				t.Fatal("attestation changed")
+			}
+		})
+	}
+}
