@@ -480,6 +480,31 @@ func TestSignedReceipts(t *testing.T) {
 	if out, _, code := run(t, nil, "receipt", "audit", rdir, "--trusted-key", otherPub); code != 5 {
 		t.Fatalf("audit with an untrusted key: exit %d\n%s", code, out)
 	}
+	// The attestation (in-toto in DSSE) is written beside the receipt and
+	// verified by the audit; one changed byte of it fails the audit, exit 5.
+	atts, _ := filepath.Glob(filepath.Join(rdir, "*.intoto.json"))
+	if len(atts) != 1 || strings.TrimSuffix(atts[0], ".intoto.json") != strings.TrimSuffix(sigs[0], ".receipt.json.sig") {
+		t.Fatalf("attestations: %v", atts)
+	}
+	var rep struct {
+		Receipts []struct{ Attestation string }
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, nil, "receipt", "audit", rdir, "--trusted-key", pub, "-o", "json")), &rep); err != nil ||
+		len(rep.Receipts) != 1 || rep.Receipts[0].Attestation != "verified" {
+		t.Fatalf("audit -o json: %+v %v", rep, err)
+	}
+	env, err := os.ReadFile(atts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(env, []byte(`"sig":"`)) + len(`"sig":"`) + 3
+	env[i] = map[bool]byte{true: 'B', false: 'A'}[env[i] == 'A']
+	if err := os.WriteFile(atts[0], env, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := run(t, nil, "receipt", "audit", rdir, "--trusted-key", pub); code != 5 || !strings.Contains(out, "does not verify") {
+		t.Fatalf("audit of a changed attestation: exit %d\n%s", code, out)
+	}
 }
 
 // waitReleaseObjects polls ns until the release has written an object there

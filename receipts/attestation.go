@@ -5,12 +5,16 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/intoto"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
@@ -69,10 +73,10 @@ func Attest(r *Receipt, key ed25519.PrivateKey) ([]byte, error) {
 
 // CheckAttestation verifies an attestation file's bytes env against the
 // receipt r whose file bytes are data: strictly parsed (intoto.Parse),
-// predicate type PredicateType, predicate byte for byte data, subjects
-// exactly AttestationSubjects, a well-formed key id; with keys, a signature
-// by the trusted key it names. It returns the key id. Every failure is
-// fail.Tamper.
+// a well-formed key id; with keys, a signature by the trusted key it names
+// (checked before the content is believed); predicate type PredicateType,
+// predicate byte for byte data, subjects exactly AttestationSubjects. It
+// returns the key id. Every failure is fail.Tamper.
 func CheckAttestation(env []byte, r *Receipt, data []byte, keys TrustedKeys) (string, error) {
 	p, err := intoto.Parse(env)
 	if err != nil {
@@ -80,6 +84,11 @@ func CheckAttestation(env []byte, r *Receipt, data []byte, keys TrustedKeys) (st
 	}
 	if !canon.IsDigest(p.KeyID) {
 		return "", fail.Errorf(fail.Tamper, "attestation: keyid %q is not a key id", p.KeyID)
+	}
+	if len(keys) > 0 {
+		if err := p.VerifySignature(keys); err != nil {
+			return p.KeyID, fmt.Errorf("attestation: %w", err)
+		}
 	}
 	if p.PredicateType != PredicateType {
 		return p.KeyID, fail.Errorf(fail.Tamper, "attestation: predicateType %q is not %q", p.PredicateType, PredicateType)
@@ -90,10 +99,43 @@ func CheckAttestation(env []byte, r *Receipt, data []byte, keys TrustedKeys) (st
 	if want := AttestationSubjects(r, data); !slices.Equal(p.Subjects, want) {
 		return p.KeyID, fail.Errorf(fail.Tamper, "attestation: subjects %v are not %v", p.Subjects, want)
 	}
-	if len(keys) > 0 {
-		if err := p.VerifySignature(keys); err != nil {
-			return p.KeyID, fmt.Errorf("attestation: %w", err)
-		}
-	}
 	return p.KeyID, nil
+}
+
+// auditAttestation checks the attestation beside the receipt file at path,
+// if there is one (docs/receipts.md §5.1 step 8): CheckAttestation against
+// r's bytes, with the signature verified when keys are given. The error is
+// for an attestation path that is not a regular file (unusable input).
+func auditAttestation(row *ReceiptVerdict, path string, r *Receipt, keys TrustedKeys) error {
+	attPath := strings.TrimSuffix(path, FileSuffix) + AttestationSuffix
+	env, err := safefile.ReadRegular(attPath, intoto.MaxEnvelopeBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case errors.Is(err, safefile.ErrNotRegular):
+		return fail.Errorf(fail.Invalid, "receipt audit: %w; an attestation must be a regular file", err)
+	}
+	row.Attestation = SignatureInvalid
+	fails := func(err error) {
+		row.Verdict = VerdictFail
+		row.Reasons = append(row.Reasons, fmt.Sprintf("%s: %v", filepath.Base(attPath), err))
+	}
+	if err != nil {
+		fails(err)
+		return nil
+	}
+	data, err := r.Bytes()
+	if err != nil {
+		fails(err)
+		return nil
+	}
+	if _, err := CheckAttestation(env, r, data, keys); err != nil {
+		fails(err)
+		return nil
+	}
+	row.Attestation = SignatureUnverified
+	if len(keys) > 0 {
+		row.Attestation = SignatureVerified
+	}
+	return nil
 }

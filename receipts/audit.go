@@ -67,15 +67,18 @@ type Report struct {
 
 // ReceiptVerdict is one receipt file's row.
 type ReceiptVerdict struct {
-	File         string   `json:"file"`
-	Generation   int64    `json:"generation,omitempty"`
-	Transition   string   `json:"transition,omitempty"`
-	Version      string   `json:"version,omitempty"`
-	SelfDigest   string   `json:"selfDigest,omitempty"`
-	Signature    string   `json:"signature"`
-	SignatureKey string   `json:"signatureKey,omitempty"`
-	Verdict      string   `json:"verdict"`
-	Reasons      []string `json:"reasons,omitempty"`
+	File         string `json:"file"`
+	Generation   int64  `json:"generation,omitempty"`
+	Transition   string `json:"transition,omitempty"`
+	Version      string `json:"version,omitempty"`
+	SelfDigest   string `json:"selfDigest,omitempty"`
+	Signature    string `json:"signature"`
+	SignatureKey string `json:"signatureKey,omitempty"`
+	// Attestation is the state of the attestation file beside the receipt
+	// (the Signature* values but none), absent when there is none.
+	Attestation string   `json:"attestation,omitempty"`
+	Verdict     string   `json:"verdict"`
+	Reasons     []string `json:"reasons,omitempty"`
 	// Receipt is the receipt parsed from the very bytes audited (one
 	// bounded read); nil when they did not parse. Not printed.
 	Receipt *Receipt `json:"-"`
@@ -119,6 +122,9 @@ func Audit(paths []string, opts AuditOptions) (*Report, error) {
 	var parsed []audited
 	for _, path := range set.receipts {
 		row, r, err := auditFile(path, opts.TrustedKeys)
+		if err == nil && r != nil {
+			err = auditAttestation(&row, path, r, opts.TrustedKeys)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -137,6 +143,12 @@ func Audit(paths []string, opts AuditOptions) (*Report, error) {
 	for _, sig := range set.sigs {
 		if !have[absPath(strings.TrimSuffix(sig, SignatureSuffix))] {
 			rep.Chain.Reasons = append(rep.Chain.Reasons, fmt.Sprintf("signature %q has no receipt beside it; was the receipt removed?", sig))
+			rep.Chain.Verdict = VerdictFail
+		}
+	}
+	for _, att := range set.attestations {
+		if !have[absPath(attestationFor(att))] {
+			rep.Chain.Reasons = append(rep.Chain.Reasons, fmt.Sprintf("attestation %q has no receipt beside it; was the receipt removed?", att))
 			rep.Chain.Verdict = VerdictFail
 		}
 	}
@@ -172,7 +184,7 @@ type audited struct {
 }
 
 type fileSet struct {
-	receipts, sigs, stray []string
+	receipts, sigs, attestations, stray []string
 }
 
 // collect expands paths into receipt files, signature files and stray
@@ -195,9 +207,12 @@ func collect(paths []string) (fileSet, error) {
 			return set, fail.Errorf(fail.Invalid, "receipt path: %w", err)
 		}
 		if !fi.IsDir() {
-			if strings.HasSuffix(p, FileSuffix+SignatureSuffix) {
+			switch {
+			case strings.HasSuffix(p, FileSuffix+SignatureSuffix):
 				add(&set.sigs, filepath.Clean(p))
-			} else {
+			case strings.HasSuffix(p, AttestationSuffix):
+				add(&set.attestations, filepath.Clean(p))
+			default:
 				add(&set.receipts, filepath.Clean(p))
 			}
 			continue
@@ -216,6 +231,8 @@ func collect(paths []string) (fileSet, error) {
 				add(&set.receipts, path)
 			case strings.HasSuffix(name, FileSuffix+SignatureSuffix):
 				add(&set.sigs, path)
+			case strings.HasSuffix(name, AttestationSuffix):
+				add(&set.attestations, path)
 			case isTempName(name):
 				add(&set.stray, path)
 			}
