@@ -15,6 +15,8 @@ export PATH := $(BIN):$(PATH)
 # Pinned tool versions (built into bin/tools, never taken from PATH).
 GORELEASER_VERSION := v2.15.1
 KREW_VERSION       := v0.4.3
+# cosign checks the receipts' in-toto attestations in the tests (receipts/interop).
+COSIGN_VERSION     := v3.1.3
 # The peers `make bench` measures the ceremony against (issue #8).
 HELM_VERSION       := v4.3.1
 # kapp v0.64.2 is pinned in hack/bench/peers/kapp/go.mod.
@@ -85,9 +87,10 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-tools: ## pinned release tools into bin/tools: goreleaser, krew, validate-krew-manifest
+tools: ## pinned tools into bin/tools: goreleaser, krew, validate-krew-manifest, cosign
 	GOBIN=$(TOOLS) go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
 	GOBIN=$(TOOLS) go install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION) sigs.k8s.io/krew/cmd/validate-krew-manifest@$(KREW_VERSION)
+	GOBIN=$(TOOLS) go install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION)
 
 dist: tools ## snapshot release into dist/: every archive, checksums.txt, the Krew manifest
 	$(TOOLS)/goreleaser release --snapshot --clean
