@@ -48,7 +48,7 @@ func TestHelpGroups(t *testing.T) {
 		t.Fatalf("--help: exit %d\n%s", code, stderr)
 	}
 	want := map[string][]string{
-		"Deployment ceremony (the Head):":            {"apply", "head", "lock", "preflight", "rbac", "resume", "rollback"},
+		"Deployment ceremony (the Head):":            {"apply", "fleet", "head", "lock", "preflight", "rbac", "resume", "rollback"},
 		"Two-person rule (approval of a preflight):": {"approval", "approve", "propose", "reject"},
 		"Read-only views:":                           {"diff", "history", "render", "status"},
 		"Sibling ceremonies:":                        {"env-bundle", "keyset", "operation", "package", "worker"},
