@@ -53,6 +53,8 @@ type ApplyReport struct {
 	Plan    string       `json:"plan"`    // the plan's selfDigest
 	Outcome string       `json:"outcome"` // done | stopped
 	Waves   []WaveResult `json:"waves"`
+	// Rollout is the rollout receipt written at the end (docs/fleet.md §8).
+	Rollout string `json:"rollout,omitempty"`
 }
 
 // Apply runs the plan wave by wave (docs/fleet.md §5). Within a wave at
@@ -82,6 +84,11 @@ func Apply(ctx context.Context, o *Options, f *fleetfile.Fleet, req ApplyRequest
 			rep.Outcome = WaveStopped
 		}
 		rep.Waves = append(rep.Waves, wr)
+	}
+	path, err := o.writeRollout(f, p, rep)
+	rep.Rollout = path
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return rep, summarize(rep, errs)
 }
@@ -155,7 +162,11 @@ func (o *Options) closeWave(ctx context.Context, f *fleetfile.Fleet, w plan.Wave
 	for i, pt := range w.Targets {
 		r := &wr.Targets[i]
 		if r.err == nil && r.State != StateNotStarted {
-			if err := o.readBack(ctx, f, pt); err != nil {
+			head, err := o.readBack(ctx, f, pt)
+			if err == nil {
+				r.proof, err = o.prove(f, pt, head)
+			}
+			if err != nil {
 				r.State, r.Error, r.Exit, r.err = StateFailed, err.Error(), exitOf(err), err
 			}
 		}
@@ -250,20 +261,20 @@ func atPlan(head *deploy.Head, pt plan.Target) bool {
 }
 
 // readBack reads target pt's Head from its cluster: it must be at the plan.
-func (o *Options) readBack(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) error {
+func (o *Options) readBack(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) (*deploy.Head, error) {
 	ft, _ := f.Target(pt.Name)
 	t, err := o.open(f, ft)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	head, err := deploy.ReadHead(ctx, t.cl, pt.Namespace)
 	if err != nil {
-		return fmt.Errorf("target %s: read back: %w", pt.Name, err)
+		return nil, fmt.Errorf("target %s: read back: %w", pt.Name, err)
 	}
 	if !atPlan(head, pt) {
-		return fail.Errorf(fail.Conflict, "target %s: its Head read back is %s, not the plan's generation %d committed (preflight %s)", pt.Name, describe(head), pt.Generation, pt.PreflightDigest)
+		return nil, fail.Errorf(fail.Conflict, "target %s: its Head read back is %s, not the plan's generation %d committed (preflight %s)", pt.Name, describe(head), pt.Generation, pt.PreflightDigest)
 	}
-	return nil
+	return head, nil
 }
 
 func describe(h *deploy.Head) string {

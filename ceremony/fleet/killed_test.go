@@ -66,7 +66,7 @@ func TestFleetDriverKilled(t *testing.T) {
 	var quiet bytes.Buffer
 	o := options(t, &quiet)
 	ctx := context.Background()
-	rollout(t, ctx, o, f, "3.0.0", 1)
+	rollOut(t, ctx, o, f, "3.0.0", 1)
 	for _, g := range b.targets {
 		b.release(t, g, "v3.0.0", "3.0.1")
 	}

@@ -35,7 +35,8 @@ type TargetResult struct {
 	Error string `json:"error,omitempty"`
 	Exit  int    `json:"exit,omitempty"`
 
-	err error
+	err   error
+	proof *proof // apply: the committed target's receipt, for the rollout receipt
 }
 
 func failed(t fleetfile.Target, err error) TargetResult {

@@ -18,6 +18,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
+	"github.com/qinglong/kubectl-ql3/receipts/rollout"
 )
 
 const threeWaves = `- name: canary
@@ -46,8 +47,9 @@ func TestFleetRollout(t *testing.T) {
 	f := b.file(t, threeWaves)
 	var progress bytes.Buffer
 	o := options(t, &progress)
+	keys := signing(t, o)
 	ctx := context.Background()
-	rollout(t, ctx, o, f, "3.0.0", 1)
+	rollOut(t, ctx, o, f, "3.0.0", 1)
 	for _, g := range b.targets {
 		b.release(t, g, "v3.1.0", "")
 	}
@@ -63,6 +65,12 @@ func TestFleetRollout(t *testing.T) {
 		t.Fatalf("apply with %s moved by someone else: %v (outcome %v), want conflict naming it and the fleet stopped\n%s", x.name, err, rep, progress.String())
 	}
 	wantStates(t, rep, map[string]string{"canary": fleet.WaveDone, "early": fleet.WaveStopped, "rest": fleet.WaveNotStarted})
+	states := map[string]string{}
+	for i, g := range b.targets {
+		states[g.name] = map[bool]string{true: rollout.TargetCommitted, false: rollout.TargetNotStarted}[i == 0]
+	}
+	states[x.name] = rollout.TargetFailed
+	wantRollout(t, rep, keys, rollout.OutcomeStopped, states)
 	for _, g := range b.targets[2:] {
 		if n := writesIn(t, g.cluster, g.ns); n != before[g.name] {
 			t.Fatalf("%s (not started) had %d writes during the stopped apply", g.name, n-before[g.name])
@@ -86,11 +94,16 @@ func TestFleetRollout(t *testing.T) {
 	}
 	status(t, ctx, o, f, p)
 	auditAll(t, o, f, b)
+	for _, g := range b.targets {
+		states[g.name] = rollout.TargetCommitted
+	}
+	r := wantRollout(t, rep, keys, rollout.OutcomeDone, states)
+	tamperRollout(t, filepath.Join(f.Dir, "receipts"), rep.Rollout, r, keys)
 }
 
-// rollout locks, preflights and applies f at version, and wants every
+// rollOut locks, preflights and applies f at version, and wants every
 // target committed at generation gen and the fleet uniform.
-func rollout(t *testing.T, ctx context.Context, o *fleet.Options, f *fleetfile.Fleet, version string, gen int64) {
+func rollOut(t *testing.T, ctx context.Context, o *fleet.Options, f *fleetfile.Fleet, version string, gen int64) {
 	t.Helper()
 	p, dir := replan(t, ctx, o, f, version, false)
 	rep, err := fleet.Apply(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir})

@@ -117,7 +117,7 @@ func stateOf(head *deploy.Head, pt plan.Target) string {
 // healthy: target pt's Head is at the plan and status finds every object
 // present, in sync and current, with no bypass.
 func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) error {
-	if err := o.readBack(ctx, f, pt); err != nil {
+	if _, err := o.readBack(ctx, f, pt); err != nil {
 		return err
 	}
 	ft, _ := f.Target(pt.Name)

@@ -54,7 +54,7 @@ func TestFleetUnavailableThenRollback(t *testing.T) {
 	var quiet bytes.Buffer
 	o := options(t, &quiet)
 	ctx := context.Background()
-	rollout(t, ctx, o, f, "3.0.0", 1)
+	rollOut(t, ctx, o, f, "3.0.0", 1)
 	for _, g := range b.targets { // the same objects, so that a rollback may return
 		b.release(t, g, "v3.0.0", "3.0.1")
 	}
