@@ -74,6 +74,14 @@ func TestCLIFleet(t *testing.T) {
 		t.Fatalf("t1's receipts directory: %v", err)
 	}
 	mustRunOK(t, "receipt", "audit", filepath.Join(dir, "receipts", "t0"))
+	// The rollout receipt of the first apply audits with its targets'
+	// receipts; mixed with a deployment receipts directory it is refused.
+	if out := mustRunOK(t, "receipt", "audit", rep.Rollout); !regexp.MustCompile(`second\s+t1\s+committed\s+t1/000001-install-3\.0\.0\.receipt\.json\s+ok`).MatchString(out) {
+		t.Fatalf("receipt audit of the rollout receipt:\n%s", out)
+	}
+	if _, stderr, code := run(t, nil, "receipt", "audit", rep.Rollout, filepath.Join(dir, "receipts", "t0")); code != 2 || !strings.Contains(stderr, "not both") {
+		t.Fatalf("receipt audit of a rollout receipt and a directory: exit %d, want 2\n%s", code, stderr)
+	}
 }
 
 func mustRunOK(t *testing.T, args ...string) string {

@@ -53,6 +53,10 @@ With --trusted-key, every receipt needs a valid Ed25519 signature by one of the
 given public keys. With --release, the release directory is rendered and
 verified against its lock, and must be the newest receipt's deployment.
 
+A PATH named rollout-<digest>.json is a fleet's rollout receipt: it is audited
+with the deployment receipts of its targets, found beside it in <target>/
+directories (docs/fleet.md §8); give only rollout receipts then.
+
 The audit never contacts a cluster: it does not prove that the Head is still
 at the newest audited generation, nor that no later receipt exists. The format
 and the checks are in docs/receipts.md. Any failure exits "tamper" (5) after
@@ -60,7 +64,8 @@ the report is printed.`,
 		Example: `  kubectl ql3 receipt audit ./release/receipts
   kubectl ql3 receipt audit ./release/receipts --trusted-key ops.pub --release ./release
   kubectl ql3 receipt audit 000042-upgrade-3.4.0.receipt.json --from-generation 42 -o json
-  kubectl ql3 receipt audit ./release/receipts -o jsonpath='{.verdict}'`,
+  kubectl ql3 receipt audit ./release/receipts -o jsonpath='{.verdict}'
+  kubectl ql3 receipt audit fleet/receipts/rollout-*.json --trusted-key ops.pub`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			return fail.Wrap(fail.Invalid, cobra.MinimumNArgs(1)(cmd, args))
 		},
@@ -102,6 +107,12 @@ func (o *receiptAuditOptions) Run() error {
 	keys, err := receipts.LoadTrustedKeys(o.trustedKeys)
 	if err != nil {
 		return fmt.Errorf("--trusted-key: %w", err)
+	}
+	switch roll, err := o.rolloutPaths(); {
+	case err != nil:
+		return err
+	case roll:
+		return o.runRollout(keys)
 	}
 	opts := receipts.AuditOptions{TrustedKeys: keys, BaseGeneration: o.fromGeneration}
 	if o.release != "" {
