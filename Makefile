@@ -55,7 +55,7 @@ unit: ## the tests that need no cluster
 demo: build controlplane ## lock -> preflight -> apply -> receipt audit against a local control plane
 	hack/demo.sh
 
-bench: build controlplane bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp (without and with waiting until Current) and a raw SSA loop, and Go benchmarks; writes bench.json (README, Performance)
+bench: build controlplane bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp (without and with waiting until Current) and a raw SSA loop, and Go benchmarks; writes bench.json (docs/performance.md)
 	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/deploy/
 	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl \
 	  -helm $(TOOLS)/helm -kapp $(TOOLS)/kapp -out bench.json -table bench.md
@@ -68,7 +68,7 @@ bench-peers: ## helm and kapp, pinned, into bin/tools (only make bench needs the
 # internal/crashpoint); the plugin users get never does.
 CRASH_PLUGIN := $(BIN)/kubectl-ql3-crashpoints
 
-reliability: controlplane ## the fault campaign (README, Reliability): prints the table, writes reliability.json
+reliability: controlplane ## the fault campaign (docs/reliability.md): prints the table, writes reliability.json
 	go build -trimpath -tags ql3crash -ldflags "$(LDFLAGS)" -o $(CRASH_PLUGIN) ./cmd/kubectl-ql3
 	go run ./hack/reliability -bin $(CRASH_PLUGIN) -json reliability.json $(RELIABILITY_FLAGS)
 

@@ -34,7 +34,7 @@ func oidcApprover(t *testing.T, ns string) []string {
 	return []string{"KUBECONFIG=" + cp.OIDCUser(t, "bob")}
 }
 
-// The README's lifecycle of the two-person rule through the built binary,
+// The lifecycle of the two-person rule (docs/guide-two-person-rule.md) through the built binary,
 // each person with their own kubeconfig: alice opts in at preflight, apply
 // refuses until bob approved (exit 2), alice proposes, bob approves, alice
 // applies; the receipt audits, and history names both. Bob is a client

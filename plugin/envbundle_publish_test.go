@@ -118,8 +118,8 @@ func TestEnvBundlePublishCLI(t *testing.T) {
 	}
 }
 
-// TestEnvBundleReplacedByValidBundle pins what README and
-// docs/env-bundle.md say is NOT detected as tamper: another client replaces
+// TestEnvBundleReplacedByValidBundle pins what
+// docs/guide-env-bundles.md and docs/env-bundle.md say is NOT detected as tamper: another client replaces
 // the published Secret's bytes with another valid bundle. inspect reports it
 // present at its new version (exit 0); publish never overwrites it unseen:
 // without --expected-version, or with the version it published, it is a

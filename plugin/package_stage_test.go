@@ -40,7 +40,7 @@ func writeKeyPair(t *testing.T, dir string) (priv, pub string) {
 
 // The package journey with the tool alone (#23 part 3): stage a lock and a
 // bundle with `package stage`, then intent -> activate -> inspect against
-// the real API server, exactly as the README shows it.
+// the real API server, exactly as docs/guide-package-activation.md shows it.
 func TestCLIPackageStageJourney(t *testing.T) {
 	ns := cp.Namespace(t)
 	dir := t.TempDir()

@@ -43,7 +43,7 @@ subjects:
   namespace: NS
 `
 
-// The deployer of the README's Job — a ServiceAccount bound to exactly
+// The deployer of docs/guide-ci-and-jobs.md's Job — a ServiceAccount bound to exactly
 // what `kubectl ql3 rbac DIR` prints — installs and upgrades a release
 // whose Role and ClusterRole change between the versions, through the
 // ceremony, and cannot make itself more than that print: widening the

@@ -23,8 +23,8 @@ import (
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
-// printedDeployerAndProposer is user holding exactly the roles the README
-// gives one person: the deployer's (`kubectl ql3 rbac DIR`) and the
+// printedDeployerAndProposer is user holding exactly the roles
+// docs/guide-two-person-rule.md gives one person: the deployer's (`kubectl ql3 rbac DIR`) and the
 // proposer's (`rbac --role proposer`), and nothing else.
 func printedDeployerAndProposer(t *testing.T, ns, dir, user string) kubernetes.Interface {
 	t.Helper()

@@ -107,7 +107,7 @@ type Applied struct {
 	Objects    []*unstructured.Unstructured
 }
 
-// Err is the exit class of the report (docs: README "kubectl ql3 status"):
+// Err is the exit class of the report (docs/guide-views.md, "kubectl ql3 status"):
 // tamper (5) first when the Head was moved outside the tool (Bypass); nil when the Head is committed and every object is present, in sync and
 // Current; conflict (3) when an object is missing, drifted or co-owned or
 // the Head is left applying; unavailable (4) when the only finding is

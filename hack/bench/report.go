@@ -321,7 +321,7 @@ func auditBench() (*AuditBench, error) {
 	return nil, fmt.Errorf("no result in:\n%s", out.String())
 }
 
-// markdown is the README table.
+// markdown is the table of docs/performance.md.
 func markdown(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "`%s` on %s (%d cores shared by the control plane and the client; medians of %v run(s); ratios are per run, then the median):\n\n",

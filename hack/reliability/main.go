@@ -84,8 +84,8 @@ func main() {
 	}
 }
 
-// PrintTable prints the report as a Markdown table (it goes into the
-// README as is).
+// PrintTable prints the report as a Markdown table (it goes into
+// docs/reliability.md as is).
 func PrintTable(w io.Writer, rep *Report) {
 	fmt.Fprintln(w, "| case | runs | expected | observed | pass |")
 	fmt.Fprintln(w, "|---|---:|---|---|---|")

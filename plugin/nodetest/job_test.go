@@ -4,7 +4,7 @@
 // and apply as a Kubernetes Job under a ServiceAccount bound to exactly
 // what `kubectl ql3 rbac` prints, the release mounted from a ConfigMap as a
 // directory (the kubelet's links, no subPath); the receipt it writes passes
-// `kubectl ql3 receipt audit` offline. The Job is README's ("Running the ceremony from CI or as a Job"), read from it.
+// `kubectl ql3 receipt audit` offline. The Job is the one docs/guide-ci-and-jobs.md shows, read from it.
 package nodetest
 
 import (
@@ -33,7 +33,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
-// deployer is the Job's ServiceAccount, as README names it.
+// deployer is the Job's ServiceAccount, as docs/guide-ci-and-jobs.md names it.
 const deployer = "ql3-deployer"
 
 var cp *testcluster.ControlPlane
@@ -228,9 +228,9 @@ spec:
 	return dir
 }
 
-// runJob creates, in ci, README's ServiceAccount, release ConfigMap and
+// runJob creates, in ci, the guide's ServiceAccount, release ConfigMap and
 // Job (the image goreleaser built), and waits until the Job completes or
-// fails. Two things differ from README, both for the test cluster: the
+// fails. Two things differ from the guide, both for the test cluster: the
 // receipts volume is a hostPath directory on the one node (there is no
 // storage provisioner) instead of the claim, returned for the test to read;
 // and the pod uses the host's network with KUBERNETES_SERVICE_HOST/PORT set
@@ -243,8 +243,8 @@ func runJob(t *testing.T, rel release, ci, dir string) (string, *corev1.Pod) {
 	kubectl(t, nil, "-n", ci, "create", "serviceaccount", deployer)
 	kubectl(t, nil, "-n", ci, "create", "configmap", "ql3-release", "--from-file="+dir)
 	var job batchv1.Job
-	if err := yaml.UnmarshalStrict([]byte(readmeJob(t)), &job); err != nil {
-		t.Fatalf("README's Job: %v", err)
+	if err := yaml.UnmarshalStrict([]byte(guideJob(t)), &job); err != nil {
+		t.Fatalf("the guide's Job: %v", err)
 	}
 	mountsReleaseDir(t, &job)
 	receipts := receiptsVolume(t)
@@ -284,7 +284,7 @@ func runJob(t *testing.T, rel release, ci, dir string) (string, *corev1.Pod) {
 	return receipts, pod
 }
 
-// mountsReleaseDir checks that README's Job mounts the release ConfigMap
+// mountsReleaseDir checks that the guide's Job mounts the release ConfigMap
 // as one directory, in both containers, not file by file with subPath: the
 // Job then reads the kubelet's layout of links (app.yaml -> ..data/app.yaml,
 // ..data -> ..<timestamp>), which preflight must accept against the lock.
@@ -299,7 +299,7 @@ func mountsReleaseDir(t *testing.T, job *batchv1.Job) {
 			}
 		}
 		if len(release) != 1 || release[0].MountPath != "/release" || release[0].SubPath != "" {
-			t.Fatalf("README's Job: container %s mounts the release as %+v, want one directory mount at /release without subPath", c.Name, release)
+			t.Fatalf("the guide's Job: container %s mounts the release as %+v, want one directory mount at /release without subPath", c.Name, release)
 		}
 	}
 }
@@ -326,18 +326,18 @@ func receiptsVolume(t *testing.T) string {
 	return receipts
 }
 
-// readmeJob is the Job manifest of README's "Running the ceremony from CI
-// or as a Job" (the block fenced as "yaml ql3-job").
-func readmeJob(t *testing.T) string {
+// guideJob is the Job manifest of docs/guide-ci-and-jobs.md (the block
+// fenced as "yaml ql3-job").
+func guideJob(t *testing.T) string {
 	t.Helper()
 	root, err := testkit.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(mustRead(t, filepath.Join(root, "README.md"))), "\n```yaml ql3-job\n")
+	_, after, ok := strings.Cut(string(mustRead(t, filepath.Join(root, "docs", "guide-ci-and-jobs.md"))), "\n```yaml ql3-job\n")
 	block, _, ok2 := strings.Cut(after, "\n```\n")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no ```yaml ql3-job block")
+		t.Fatal("docs/guide-ci-and-jobs.md has no ```yaml ql3-job block")
 	}
 	return block
 }
