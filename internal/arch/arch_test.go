@@ -1,6 +1,7 @@
 // Package arch holds the test of docs/architecture.md's import rules: who
 // may import whom, checked over every package of the module (non-test
-// dependencies, transitively).
+// dependencies, transitively); and that the links of README.md and docs/
+// lead to files and headings that exist.
 package arch
 
 import (
