@@ -20,6 +20,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/safefile"
+	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
 // fleetFlags are shared by the fleet commands.
@@ -34,6 +35,12 @@ type fleetFlags struct {
 	timeout     string
 	output      string
 	plan        string
+	signKey     string
+}
+
+// addSignKey adds --sign-key to the commands that write receipts.
+func (f *fleetFlags) addSignKey(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.signKey, "sign-key", "", "`FILE` holding the Ed25519 private key (PKCS#8 PEM) to sign every receipt and the rollout receipt's attestation with")
 }
 
 func (f *fleetFlags) add(cmd *cobra.Command, withPlan bool) {
@@ -72,6 +79,11 @@ func (f *fleetFlags) options(path string) (*fleet.Options, *fleetfile.Fleet, err
 	}
 	o := &fleet.Options{Connect: f.connector(), ReceiptsDir: f.receiptsDir, Parallel: f.parallel, Progress: f.streams.ErrOut,
 		Deploy: deploy.Options{FS: filesys.MakeFsOnDisk(), ToolVersion: version, Parallelism: f.parallelism, Timeout: timeout}}
+	if f.signKey != "" {
+		if o.Deploy.SignKey, err = receipts.LoadSigningKey(f.signKey); err != nil {
+			return nil, nil, fail.Wrap(fail.Invalid, fmt.Errorf("--sign-key: %w", err))
+		}
+	}
 	return o, fl, nil
 }
 
@@ -199,6 +211,7 @@ func newCmdFleetPreflight(flags *genericclioptions.ConfigFlags, streams generici
 		cmd.Use, cmd.Short = "rollback FILE [--out DIR]", "Roll every target back to the release its fleet file names (the previous one): preflight, then apply wave by wave"
 		cmd.Example = "  git show v3.0.0:fleet.yaml > prev/fleet.yaml   # the fleet as it was, releases included\n  kubectl ql3 fleet rollback prev/fleet.yaml"
 		req.Transition = deploy.TransitionRollback
+		f.addSignKey(cmd)
 	} else {
 		cmd.Flags().StringVar(&req.Transition, "transition", "", "every target's transition: install, upgrade or rollback (default: install where there is no Head, upgrade where there is)")
 		cmd.Flags().StringVar(&req.Approval, "approval", "", "the two-person rule for every target: two-person or none (a wave gated by approval is always two-person)")
@@ -239,6 +252,7 @@ func newCmdFleetApply(flags *genericclioptions.ConfigFlags, streams genericioopt
 		},
 	}
 	f.add(cmd, true)
+	f.addSignKey(cmd)
 	return cmd
 }
 

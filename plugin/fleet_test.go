@@ -60,7 +60,8 @@ func TestCLIFleet(t *testing.T) {
 		t.Fatalf("fleet status before apply: exit %d, want 3 with t0 absent\n%s%s", code, out, stderr)
 	}
 	var rep fleet.ApplyReport
-	if err := json.Unmarshal([]byte(mustRunOK(t, "fleet", "apply", file, "-o", "json")), &rep); err != nil || rep.Outcome != fleet.WaveDone || len(rep.Waves) != 2 {
+	key, pub := writeEd25519(t, t.TempDir(), "ops")
+	if err := json.Unmarshal([]byte(mustRunOK(t, "fleet", "apply", file, "-o", "json", "--sign-key", key)), &rep); err != nil || rep.Outcome != fleet.WaveDone || len(rep.Waves) != 2 {
 		t.Fatalf("fleet apply -o json: %+v %v", rep, err)
 	}
 	out = mustRunOK(t, "fleet", "status", file)
@@ -76,7 +77,7 @@ func TestCLIFleet(t *testing.T) {
 	mustRunOK(t, "receipt", "audit", filepath.Join(dir, "receipts", "t0"))
 	// The rollout receipt of the first apply audits with its targets'
 	// receipts; mixed with a deployment receipts directory it is refused.
-	if out := mustRunOK(t, "receipt", "audit", rep.Rollout); !regexp.MustCompile(`second\s+t1\s+committed\s+t1/000001-install-3\.0\.0\.receipt\.json\s+ok`).MatchString(out) {
+	if out := mustRunOK(t, "receipt", "audit", rep.Rollout, "--trusted-key", pub); !strings.Contains(out, "attestation verified") || !regexp.MustCompile(`second\s+t1\s+committed\s+t1/000001-install-3\.0\.0\.receipt\.json\s+ok`).MatchString(out) {
 		t.Fatalf("receipt audit of the rollout receipt:\n%s", out)
 	}
 	if _, stderr, code := run(t, nil, "receipt", "audit", rep.Rollout, filepath.Join(dir, "receipts", "t0")); code != 2 || !strings.Contains(stderr, "not both") {
