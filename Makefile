@@ -59,6 +59,7 @@ bench: build controlplane bench-peers ## the ceremony vs kubectl apply --server-
 	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/deploy/
 	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl \
 	  -helm $(TOOLS)/helm -kapp $(TOOLS)/kapp -out bench.json -table bench.md
+	go run ./hack/bench fleet -plugin $(PLUGIN) -out bench-fleet.json -table bench-fleet.md
 
 bench-peers: ## helm and kapp, pinned, into bin/tools (only make bench needs them)
 	GOBIN=$(TOOLS) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)

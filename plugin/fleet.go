@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -36,6 +38,7 @@ type fleetFlags struct {
 	output      string
 	plan        string
 	signKey     string
+	progress    string
 }
 
 // addSignKey adds --sign-key to the commands that write receipts.
@@ -52,6 +55,7 @@ func (f *fleetFlags) add(cmd *cobra.Command, withPlan bool) {
 	fs.IntVar(&f.burst, "burst", defaultBurst, "client-side request burst per target above --qps")
 	fs.StringVar(&f.timeout, "timeout", "5m", "bound on each target's convergence")
 	fs.StringVarP(&f.output, "output", "o", "", outputUsage()+" (the result on stdout; progress stays on stderr)")
+	fs.StringVar(&f.progress, "progress", "auto", "one line per target as it moves, on stderr: auto (when stderr is a terminal), always or never")
 	if withPlan {
 		fs.StringVar(&f.plan, "plan", "", "the plan record `FILE` fleet preflight wrote (default: <fleet dir>/plan/plan.json)")
 	}
@@ -77,7 +81,11 @@ func (f *fleetFlags) options(path string) (*fleet.Options, *fleetfile.Fleet, err
 	if err != nil {
 		return nil, nil, err
 	}
-	o := &fleet.Options{Connect: f.connector(), ReceiptsDir: f.receiptsDir, Parallel: f.parallel, Progress: f.streams.ErrOut,
+	progress, err := f.progressWriter()
+	if err != nil {
+		return nil, nil, err
+	}
+	o := &fleet.Options{Connect: f.connector(), ReceiptsDir: f.receiptsDir, Parallel: f.parallel, Progress: progress,
 		Deploy: deploy.Options{FS: filesys.MakeFsOnDisk(), ToolVersion: version, Parallelism: f.parallelism, Timeout: timeout}}
 	if f.signKey != "" {
 		if o.Deploy.SignKey, err = receipts.LoadSigningKey(f.signKey); err != nil {
@@ -85,6 +93,24 @@ func (f *fleetFlags) options(path string) (*fleet.Options, *fleetfile.Fleet, err
 		}
 	}
 	return o, fl, nil
+}
+
+// progressWriter is where the progress lines go: stderr when --progress
+// is always, or auto and stderr is a terminal (as kubectl's own progress);
+// nowhere otherwise — CI reads -o json.
+func (f *fleetFlags) progressWriter() (io.Writer, error) {
+	switch f.progress {
+	case "always":
+		return f.streams.ErrOut, nil
+	case "never":
+		return nil, nil
+	case "auto":
+		if file, ok := f.streams.ErrOut.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+			return f.streams.ErrOut, nil
+		}
+		return nil, nil
+	}
+	return nil, fail.Errorf(fail.Invalid, "--progress %q: want auto, always or never", f.progress)
 }
 
 // connector opens a target through its own kubeconfig file (relative to

@@ -44,6 +44,18 @@ type Options struct {
 	Progress io.Writer
 
 	mu sync.Mutex // serialises Progress lines
+
+	// opened holds each target connected once in this command, so apply,
+	// read-back, gate and soak share one client and one RESTMapper
+	// (discovery) per target instead of connecting at every step.
+	openMu sync.Mutex
+	opened map[string]*slot
+}
+
+// slot is one target's connection, made at most once at a time.
+type slot struct {
+	mu sync.Mutex
+	tg *target
 }
 
 func (o *Options) parallel() int {
@@ -79,10 +91,26 @@ type target struct {
 	do deploy.Options
 }
 
-// open connects target t and prepares its deploy options.
+// open connects target t, once per command (a failed connection is tried
+// again at the next step), and prepares its deploy options.
 func (o *Options) open(f *fleetfile.Fleet, t fleetfile.Target) (*target, error) {
 	if o.Connect == nil {
 		return nil, fail.Errorf(fail.Other, "fleet: no connector")
+	}
+	o.openMu.Lock()
+	if o.opened == nil {
+		o.opened = map[string]*slot{}
+	}
+	sl := o.opened[t.Name]
+	if sl == nil {
+		sl = &slot{}
+		o.opened[t.Name] = sl
+	}
+	o.openMu.Unlock()
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.tg != nil {
+		return sl.tg, nil
 	}
 	cl, err := o.Connect(f, t)
 	if err != nil {
@@ -91,7 +119,8 @@ func (o *Options) open(f *fleetfile.Fleet, t fleetfile.Target) (*target, error) 
 	do := o.Deploy
 	do.Cluster, do.ReceiptsDir = cl, o.receipts(f, t)
 	do.Progress = &prefixWriter{o: o, prefix: "  " + t.Name + ": "}
-	return &target{Target: t, cl: cl, do: do}, nil
+	sl.tg = &target{Target: t, cl: cl, do: do}
+	return sl.tg, nil
 }
 
 // prefixWriter writes each line it is given to o.Progress, prefixed.

@@ -73,6 +73,9 @@ func main() {
 		case "report":
 			reportMain(os.Args[2:])
 			return
+		case "fleet":
+			fleetMain(os.Args[2:])
+			return
 		}
 	}
 	var c config

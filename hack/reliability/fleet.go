@@ -68,7 +68,7 @@ func (c *campaign) fleetKillRun(rng *rand.Rand, t *fleetTally) error {
 	tk := fleetKills[rng.IntN(len(fleetKills))]
 	// Slowed down (as the crash case slows apply) so that a kill lands
 	// inside the rollout, not after it.
-	res, err := c.killAt(kc, nil, &tk, rng, "fleet", "apply", file, "--qps", "20", "--burst", "1", "--parallelism", "1")
+	res, err := c.killAt(kc, nil, &tk, rng, "fleet", "apply", file, "--progress", "always", "--qps", "20", "--burst", "1", "--parallelism", "1")
 	if err != nil {
 		return err
 	}
