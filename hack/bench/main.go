@@ -76,6 +76,9 @@ func main() {
 		case "fleet":
 			fleetMain(os.Args[2:])
 			return
+		case "node":
+			nodeMain(os.Args[2:])
+			return
 		}
 	}
 	var c config

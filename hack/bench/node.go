@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+)
+
+// NodeReport is bench-node.json: the fixed cost of the ceremony on real
+// pods. A release of one Deployment of 2 replicas of the test node's
+// workload image (readiness probe every second), a Service and three
+// zero-replica Deployments, upgraded run after run by switching the image
+// between two locally built ones, by `kubectl ql3 preflight` + `apply`
+// and by `kubectl apply --server-side -f` + `kubectl rollout status`,
+// alternating, each in its own namespace.
+type NodeReport struct {
+	Date    string         `json:"date"`
+	Machine Machine        `json:"machine"`
+	Config  map[string]any `json:"config"`
+	// Per run: the ceremony's preflight and apply, the pair's apply and
+	// rollout status.
+	Preflight []*Proc            `json:"preflight"`
+	Apply     []*Proc            `json:"apply"`
+	Kubectl   []*Proc            `json:"kubectl"`
+	Rollout   []*Proc            `json:"rollout"`
+	Medians   map[string]float64 `json:"medians"`
+}
+
+type nodeBed struct {
+	cp      *testcluster.ControlPlane
+	plugin  string
+	kubectl string
+	work    string
+	env     []string
+}
+
+func nodeMain(args []string) {
+	fs := flag.NewFlagSet("node", flag.ExitOnError)
+	runs := fs.Int("runs", 5, "upgrades per contender")
+	plugin := fs.String("plugin", "bin/kubectl-ql3", "the kubectl-ql3 binary")
+	kubectl := fs.String("kubectl", "bin/controlplane/kubectl", "the kubectl binary")
+	out := fs.String("out", "bench-node.json", "results file")
+	_ = fs.Parse(args)
+	b := &nodeBed{env: cleanEnv()}
+	var err error
+	if b.plugin, err = filepath.Abs(*plugin); err != nil {
+		die(err)
+	}
+	if b.kubectl, err = filepath.Abs(*kubectl); err != nil {
+		die(err)
+	}
+	if err := b.bench(*runs, *out); err != nil {
+		die(err)
+	}
+}
+
+func (b *nodeBed) bench(runs int, out string) error {
+	fmt.Fprintf(os.Stderr, "bench node: starting the control plane and the node\n")
+	cp, err := testcluster.Start(testcluster.Options{Node: true})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop(false)
+	b.cp, b.env = cp, append(b.env, "KUBECONFIG="+cp.AdminKubeconfig)
+	if b.work, err = os.MkdirTemp("", "ql3-bench-node-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.work)
+	rep := &NodeReport{Date: time.Now().UTC().Format(time.RFC3339),
+		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(),
+			Note: "the control plane, the node (kubelet, containerd, runc) and the clients share the machine; ratios are measured in the same run"},
+		Config: map[string]any{"runs": runs, "release": "Deployment web (2 replicas, exec readiness probe every 1 s), a Service, three zero-replica Deployments",
+			"ql3":     "kubectl ql3 head (untimed); kubectl ql3 preflight DIR --transition upgrade --expected-head TOKEN --out PF; kubectl ql3 apply --preflight PF",
+			"kubectl": "kubectl apply --server-side -f FILE; kubectl rollout status deployment/web --timeout 5m"}}
+	images := []string{cp.Image("ql3.local/workload:1"), cp.Image("ql3.local/workload:2")}
+	for r := 0; r <= runs; r++ {
+		image := images[r%2]
+		pf, ap, err := b.ql3(r, image)
+		if err != nil {
+			return err
+		}
+		kc, ro, err := b.pair(r, image)
+		if err != nil {
+			return err
+		}
+		if r == 0 { // the install: not counted
+			continue
+		}
+		rep.Preflight, rep.Apply = append(rep.Preflight, pf), append(rep.Apply, ap)
+		rep.Kubectl, rep.Rollout = append(rep.Kubectl, kc), append(rep.Rollout, ro)
+		fmt.Fprintf(os.Stderr, "bench node: upgrade %d: ql3 %.2fs (preflight %.2f + apply %.2f), kubectl + rollout status %.2fs\n",
+			r, pf.Wall+ap.Wall, pf.Wall, ap.Wall, kc.Wall+ro.Wall)
+	}
+	rep.medians()
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("| upgrade of a 2-replica Deployment on the node, median of %d | s |\n|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f (%.2f + %.2f) |\n| `kubectl apply --server-side` + `rollout status` | %.2f |\n| ratio | %.2f× (apply alone %.2f×) |\n",
+		runs, rep.Medians["ql3"], rep.Medians["preflight"], rep.Medians["apply"], rep.Medians["kubectl"], rep.Medians["ratio"], rep.Medians["applyRatio"])
+	return os.WriteFile(out, append(data, '\n'), 0o644)
+}
+
+func (rep *NodeReport) medians() {
+	var q, p, a, k, ratio, applyRatio []float64
+	for i := range rep.Apply {
+		ql3, kc := rep.Preflight[i].Wall+rep.Apply[i].Wall, rep.Kubectl[i].Wall+rep.Rollout[i].Wall
+		q, p, a, k = append(q, ql3), append(p, rep.Preflight[i].Wall), append(a, rep.Apply[i].Wall), append(k, kc)
+		ratio, applyRatio = append(ratio, ql3/kc), append(applyRatio, rep.Apply[i].Wall/kc)
+	}
+	rep.Medians = map[string]float64{"ql3": round3(median(q)), "preflight": round3(median(p)), "apply": round3(median(a)),
+		"kubectl": round3(median(k)), "ratio": round3(median(ratio)), "applyRatio": round3(median(applyRatio))}
+}
+
+// release writes the release of run r into dir for namespace ns.
+func nodeRelease(dir, ns, image string, r int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\nresources:\n- web.yaml\n", ns)
+	web := nodeDeployment("web", "control", 2, image) + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app.kubernetes.io/name: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n"
+	for _, role := range []string{"admin", "control-ai", "worker"} {
+		web += "---\n" + nodeDeployment(role, role, 0, image)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(web), 0o644)
+}
+
+func nodeDeployment(name, role string, replicas int, image string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  labels: {qinglong.io/role: %[2]s}
+spec:
+  replicas: %[3]d
+  selector:
+    matchLabels: {app.kubernetes.io/name: %[1]s}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: %[1]s}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: %[1]s
+        image: %[4]s
+        imagePullPolicy: Never
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe:
+          exec: {command: [/workload, -get, "http://127.0.0.1:8080/healthz"]}
+          periodSeconds: 1
+`, name, role, replicas, image)
+}
+
+func (b *nodeBed) namespace(ns string) error {
+	_, err := b.cp.Clientset().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	return err
+}
+
+// ql3 is run r of the ceremony: lock (untimed), head (untimed), then the
+// timed preflight and apply; run 0 installs.
+func (b *nodeBed) ql3(r int, image string) (*Proc, *Proc, error) {
+	ns := "ql3-node-ql3"
+	if r == 0 {
+		if err := b.namespace(ns); err != nil {
+			return nil, nil, err
+		}
+	}
+	dir := filepath.Join(b.work, fmt.Sprintf("ql3-%d", r))
+	if err := nodeRelease(dir, ns, image, r); err != nil {
+		return nil, nil, err
+	}
+	version := fmt.Sprintf("1.0.%d", r)
+	if _, err := run(b.env, b.plugin, "lock", dir, "--version", version); err != nil {
+		return nil, nil, fmt.Errorf("lock: %w", err)
+	}
+	head, err := run(b.env, b.plugin, "head", "-n", ns, "-o", "jsonpath={.expectedHead}")
+	if err != nil {
+		return nil, nil, fmt.Errorf("head: %w", err)
+	}
+	transition := map[bool]string{true: "install", false: "upgrade"}[r == 0]
+	pfPath := filepath.Join(dir, "pf.json")
+	pf, err := run(b.env, b.plugin, "preflight", dir, "--transition", transition, "--expected-head", strings.TrimSpace(string(head.stdout)), "--out", pfPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("preflight: %w", err)
+	}
+	ap, err := run(b.env, b.plugin, "apply", "--preflight", pfPath, "--receipts-dir", filepath.Join(b.work, "receipts"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("apply: %w", err)
+	}
+	return pf, ap, nil
+}
+
+// pair is run r of kubectl apply --server-side + rollout status.
+func (b *nodeBed) pair(r int, image string) (*Proc, *Proc, error) {
+	ns := "ql3-node-kubectl"
+	if r == 0 {
+		if err := b.namespace(ns); err != nil {
+			return nil, nil, err
+		}
+	}
+	dir := filepath.Join(b.work, fmt.Sprintf("kubectl-%d", r))
+	if err := nodeRelease(dir, ns, image, r); err != nil {
+		return nil, nil, err
+	}
+	rendered, err := run(b.env, b.kubectl, "kustomize", dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	file := filepath.Join(dir, "rendered.yaml")
+	if err := os.WriteFile(file, rendered.stdout, 0o644); err != nil {
+		return nil, nil, err
+	}
+	kc, err := run(b.env, b.kubectl, "apply", "--server-side", "-f", file)
+	if err != nil {
+		return nil, nil, err
+	}
+	ro, err := run(b.env, b.kubectl, "rollout", "status", "deployment/web", "-n", ns, "--timeout", "5m")
+	if err != nil {
+		return nil, nil, err
+	}
+	return kc, ro, nil
+}
