@@ -27,7 +27,7 @@ const (
 	dryRunDeferredCRD      = "deferred: kind defined by a CRD in this release"
 	crdGroup               = "apiextensions.k8s.io"
 	establishedPollEvery   = 200 * time.Millisecond
-	convergePollEvery      = 500 * time.Millisecond
+	convergePollEvery      = 250 * time.Millisecond
 	transientApplyAttempts = 5
 )
 
