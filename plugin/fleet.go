@@ -39,6 +39,10 @@ type fleetFlags struct {
 	plan        string
 	signKey     string
 	progress    string
+	// kubeconfigDir (fleet apply --kubeconfig-dir, a pod of the fleet's
+	// Job): each target's kubeconfig is DIR/<target name>, its current
+	// context; the fleet file's kubeconfig and context are not used.
+	kubeconfigDir string
 }
 
 // addSignKey adds --sign-key to the commands that write receipts.
@@ -64,6 +68,11 @@ func (f *fleetFlags) add(cmd *cobra.Command, withPlan bool) {
 
 // options loads the fleet file and resolves the flags.
 func (f *fleetFlags) options(path string) (*fleet.Options, *fleetfile.Fleet, error) {
+	return f.optionsWith(func() (*fleetfile.Fleet, error) { return fleetfile.Load(path) })
+}
+
+// optionsWith resolves the flags and loads the fleet file with load.
+func (f *fleetFlags) optionsWith(load func() (*fleetfile.Fleet, error)) (*fleet.Options, *fleetfile.Fleet, error) {
 	if err := validateOutput(f.output); err != nil {
 		return nil, nil, err
 	}
@@ -77,7 +86,7 @@ func (f *fleetFlags) options(path string) (*fleet.Options, *fleetfile.Fleet, err
 	if err != nil || timeout <= 0 {
 		return nil, nil, fail.Errorf(fail.Invalid, "--timeout %q: want a positive duration such as 5m", f.timeout)
 	}
-	fl, err := fleetfile.Load(path)
+	fl, err := load()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -132,6 +141,9 @@ func (f *fleetFlags) connector() fleet.Connector {
 		if t.Context != "" {
 			over.CurrentContext = t.Context
 		}
+		if f.kubeconfigDir != "" { // the Job's Secret: one kubeconfig per target, its own context
+			rules.ExplicitPath, over.CurrentContext = filepath.Join(f.kubeconfigDir, t.Name), ""
+		}
 		if f.flags.Impersonate != nil {
 			over.AuthInfo.Impersonate = *f.flags.Impersonate
 		}
@@ -179,7 +191,8 @@ its own Head; the driver keeps no state of its own, so a rerun resumes.`,
 		Args: noArgs,
 	}
 	cmd.AddCommand(newCmdFleetLock(flags, streams), newCmdFleetPreflight(flags, streams, false),
-		newCmdFleetApply(flags, streams), newCmdFleetStatus(flags, streams), newCmdFleetPreflight(flags, streams, true))
+		newCmdFleetApply(flags, streams), newCmdFleetStatus(flags, streams), newCmdFleetPreflight(flags, streams, true),
+		newCmdFleetJob(flags, streams))
 	return cmd
 }
 
@@ -258,12 +271,20 @@ func runFleetRollback(ctx context.Context, f *fleetFlags, o *fleet.Options, fl *
 
 func newCmdFleetApply(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	f := &fleetFlags{flags: flags, streams: streams}
+	one := &oneTarget{index: -1}
 	cmd := &cobra.Command{
-		Use:     "apply FILE [--plan PLAN]",
-		Short:   "Apply the plan wave by wave; a rerun skips committed targets and resumes applying ones",
-		Example: "  kubectl ql3 fleet apply fleet.yaml --plan plan/plan.json -o json",
-		Args:    exactArgs(1),
+		Use:   "apply FILE [--plan PLAN] [--target NAME | --wave WAVE --index I]",
+		Short: "Apply the plan wave by wave; a rerun skips committed targets and resumes applying ones",
+		Example: `  kubectl ql3 fleet apply fleet.yaml --plan plan/plan.json -o json
+  kubectl ql3 fleet apply fleet.yaml --target prod-eu    # one target (a CI matrix job)`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if one.set(cmd) {
+				return runFleetApplyOne(cmd.Context(), f, one, args[0])
+			}
+			if f.kubeconfigDir != "" || one.planDigest != "" {
+				return fail.Errorf(fail.Invalid, "--kubeconfig-dir and --plan-digest go with --target or --wave and --index (one target)")
+			}
 			o, fl, err := f.options(args[0])
 			if err != nil {
 				return err
@@ -279,6 +300,7 @@ func newCmdFleetApply(flags *genericclioptions.ConfigFlags, streams genericioopt
 	}
 	f.add(cmd, true)
 	f.addSignKey(cmd)
+	one.add(cmd, f)
 	return cmd
 }
 

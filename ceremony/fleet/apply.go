@@ -223,7 +223,7 @@ func (o *Options) applyTarget(ctx context.Context, f *fleetfile.Fleet, req Apply
 		r.State = StateResumed
 	}
 	o.say("%s: %s %s %s (generation %d)", pt.Name, map[bool]string{true: "resuming", false: "applying"}[resume], pt.Transition, pt.Version, pt.Generation)
-	res, err := deploy.RunApply(ctx, t.do, deploy.ApplyRequest{Preflight: rec, Resume: resume})
+	res, err := deploy.RunApply(ctx, t.do, deploy.ApplyRequest{Preflight: rec, Resume: resume, Dir: f.Path(ft.Release)})
 	if err != nil {
 		return failed(ft, fmt.Errorf("target %s: %w", pt.Name, err))
 	}

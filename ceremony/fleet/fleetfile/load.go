@@ -19,6 +19,25 @@ import (
 // given, then the field; they are fail.Invalid (fail.Unavailable when the
 // file changed while it was read: read it again).
 func Load(path string) (*Fleet, error) {
+	return load(path, (*Fleet).CheckPaths)
+}
+
+// LoadTarget is Load for a run that moves only the target named name (a
+// pod of a fleet's Job, a job of a CI matrix): it checks on disk only that
+// target's paths (docs/fleet.md §2.4) — its release, and its kubeconfig
+// unless kubeconfigElsewhere (the run takes it from elsewhere: a Job's
+// Secret) — since the other targets' files need not be there. A name that
+// is no target of the fleet is fail.Invalid.
+func LoadTarget(path, name string, kubeconfigElsewhere bool) (*Fleet, error) {
+	return load(path, func(f *Fleet) error {
+		if _, ok := f.Target(name); !ok {
+			return fail.Errorf(fail.Invalid, "%q is no target of the fleet", name)
+		}
+		return f.checkPaths(func(t Target) (bool, bool) { return t.Name == name && !kubeconfigElsewhere, t.Name == name })
+	})
+}
+
+func load(path string, check func(*Fleet) error) (*Fleet, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fail.Errorf(fail.Invalid, "fleet file %s: %w", path, err)
@@ -31,7 +50,7 @@ func Load(path string) (*Fleet, error) {
 	if err != nil {
 		return nil, fail.Errorf(fail.Invalid, "%s: %w", path, err)
 	}
-	if err := f.CheckPaths(); err != nil {
+	if err := check(f); err != nil {
 		return nil, fail.Errorf(fail.Invalid, "%s: %w", path, err)
 	}
 	return f, nil
@@ -42,6 +61,12 @@ func Load(path string) (*Fleet, error) {
 // own links resolved); a kubeconfig is a regular file and a release a
 // directory. Errors are fail.Invalid and name the field.
 func (f *Fleet) CheckPaths() error {
+	return f.checkPaths(func(Target) (bool, bool) { return true, true })
+}
+
+// checkPaths checks, of each target, its kubeconfig and its release as
+// which says.
+func (f *Fleet) checkPaths(which func(Target) (kubeconfig, release bool)) error {
 	root, err := filepath.EvalSymlinks(f.Dir)
 	if err != nil {
 		return fail.Errorf(fail.Invalid, "fleet directory %s: %w", f.Dir, err)
@@ -49,10 +74,13 @@ func (f *Fleet) CheckPaths() error {
 	c := &checker{}
 	for i, t := range f.Targets {
 		p := fmt.Sprintf("targets[%d]", i)
-		if t.Kubeconfig != "" {
+		kubeconfig, release := which(t)
+		if kubeconfig && t.Kubeconfig != "" {
 			c.checkInside(root, p+".kubeconfig", f.Path(t.Kubeconfig), false)
 		}
-		c.checkInside(root, p+".release", f.Path(t.Release), true)
+		if release {
+			c.checkInside(root, p+".release", f.Path(t.Release), true)
+		}
 	}
 	return c.err()
 }
