@@ -198,7 +198,15 @@ func checkWriters(t *testing.T, sa, target string) {
 func releaseDir(t *testing.T, rel release, target string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "release")
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	writeRelease(t, dir, target)
+	rel.ql3(t, 0, "lock", dir, "--version", "1.0.0")
+	return dir
+}
+
+// writeRelease writes releaseDir's release, unlocked, into dir.
+func writeRelease(t *testing.T, dir, target string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WriteFile(t, filepath.Join(dir, "kustomization.yaml"), []byte(fmt.Sprintf(
@@ -224,8 +232,6 @@ spec:
 `, role, replicas, cp.Image(nodeimage.Workload)))
 	}
 	testkit.WriteFile(t, filepath.Join(dir, "app.yaml"), []byte(strings.Join(docs, "---\n")), 0o644)
-	rel.ql3(t, 0, "lock", dir, "--version", "1.0.0")
-	return dir
 }
 
 // runJob creates, in ci, the guide's ServiceAccount, release ConfigMap and
