@@ -28,7 +28,7 @@ type oneTarget struct {
 func (one *oneTarget) add(cmd *cobra.Command, f *fleetFlags) {
 	fs := cmd.Flags()
 	fs.StringVar(&one.target, "target", "", "move only the target `NAME` of the plan, then read its Head back (the exit code is its own)")
-	fs.StringVar(&one.wave, "wave", "", "with --index: move only the target at that index of the wave `NAME` (a pod of `fleet job`'s Indexed Job)")
+	fs.StringVar(&one.wave, "wave", "", "with --index: move only the target at that index of the wave `NAME` (a pod of the Indexed Job fleet job prints)")
 	fs.IntVar(&one.index, "index", -1, "with --wave: the target's index `I` in the wave, from 0 in the plan's order (the Job's $(JOB_COMPLETION_INDEX))")
 	fs.StringVar(&one.planDigest, "plan-digest", "", "refuse (exit 5) a plan whose digest is not `DIGEST` (the Job pins the plan it was printed for)")
 	fs.StringVar(&f.kubeconfigDir, "kubeconfig-dir", "", "with one target: its kubeconfig is `DIR`/<target name>, with that file's current context (the Job's Secret), instead of the fleet file's")
@@ -99,7 +99,7 @@ of the plan on the Kubernetes Job controller: index i is the wave's i-th target,
 "fleet apply --wave W --index i" in the project's image with the target's kubeconfig from the
 Secret <name>-kubeconfigs (one key per target, named after it; not printed: it holds
 credentials), and the ConfigMap <name> holds the fleet file, the wave's releases, the plan and
-the wave's preflight records (docs/fleet.md §8). With --rbac, print instead what the management
+the wave's preflight records (docs/fleet.md §9). With --rbac, print instead what the management
 namespace needs: the pods' ServiceAccount (bound to nothing) and the driver's Role.`,
 		Example: `  kubectl ql3 fleet job --rbac -n ql3-fleet --bind-user ci-bot | kubectl apply -f -
   kubectl ql3 fleet job fleet.yaml --wave prod -n ql3-fleet --image REGISTRY/kubectl-ql3:v0.1.0@sha256:DIGEST | kubectl apply -f -`,

@@ -19,33 +19,7 @@ import (
 // CLI — flags, output, exit codes; fleets of real clusters are proven in
 // ceremony/fleet), each through the kubeconfig the fleet file names.
 func TestCLIFleet(t *testing.T) {
-	dir := t.TempDir()
-	kc, err := os.ReadFile(cp.AdminKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "kubeconfigs"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WriteFile(t, filepath.Join(dir, "kubeconfigs", "test.yaml"), kc, 0o600)
-	var targets strings.Builder
-	for i, ring := range []string{"first", "second"} {
-		ns := controlNamespace(t)
-		rel := filepath.Join(dir, "releases", ring)
-		if err := os.CopyFS(rel, os.DirFS(fixtureDir("v3.0.0"))); err != nil {
-			t.Fatal(err)
-		}
-		_ = os.Remove(filepath.Join(rel, inventory.LockFile))
-		k, err := os.ReadFile(filepath.Join(rel, "kustomization.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		testkit.WriteFile(t, filepath.Join(rel, "kustomization.yaml"), []byte(strings.Replace(string(k), "namespace: ql3-demo", "namespace: "+ns, 1)), 0o644)
-		fmt.Fprintf(&targets, "- {name: t%d, labels: {ring: %s}, kubeconfig: kubeconfigs/test.yaml, namespace: %s, release: releases/%s}\n", i, ring, ns, ring)
-	}
-	file := filepath.Join(dir, "fleet.yaml")
-	testkit.WriteFile(t, file, []byte("schema: kubectl-ql3/fleet@v1\ntargets:\n"+targets.String()+
-		"waves:\n- {name: first, selector: {matchLabels: {ring: first}}}\n- {name: second, selector: {names: [t1]}}\n"), 0o644)
+	dir, file := cliFleet(t)
 
 	if out, stderr, code := run(t, nil, "fleet", "lock", file); code != 2 || !strings.Contains(stderr, "version") {
 		t.Fatalf("fleet lock without --version: exit %d, want 2\n%s%s", code, out, stderr)
@@ -83,6 +57,41 @@ func TestCLIFleet(t *testing.T) {
 	if _, stderr, code := run(t, nil, "receipt", "audit", rep.Rollout, filepath.Join(dir, "receipts", "t0")); code != 2 || !strings.Contains(stderr, "not both") {
 		t.Fatalf("receipt audit of a rollout receipt and a directory: exit %d, want 2\n%s", code, stderr)
 	}
+}
+
+// cliFleet is a fleet of two targets, t0 (wave first) and t1 (wave
+// second), in two control namespaces of the test cluster, each through
+// the kubeconfig the fleet file names: its directory and the file.
+func cliFleet(t *testing.T) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	kc, err := os.ReadFile(cp.AdminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "kubeconfigs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WriteFile(t, filepath.Join(dir, "kubeconfigs", "test.yaml"), kc, 0o600)
+	var targets strings.Builder
+	for i, ring := range []string{"first", "second"} {
+		ns := controlNamespace(t)
+		rel := filepath.Join(dir, "releases", ring)
+		if err := os.CopyFS(rel, os.DirFS(fixtureDir("v3.0.0"))); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Remove(filepath.Join(rel, inventory.LockFile))
+		k, err := os.ReadFile(filepath.Join(rel, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.WriteFile(t, filepath.Join(rel, "kustomization.yaml"), []byte(strings.Replace(string(k), "namespace: ql3-demo", "namespace: "+ns, 1)), 0o644)
+		fmt.Fprintf(&targets, "- {name: t%d, labels: {ring: %s}, kubeconfig: kubeconfigs/test.yaml, namespace: %s, release: releases/%s}\n", i, ring, ns, ring)
+	}
+	file := filepath.Join(dir, "fleet.yaml")
+	testkit.WriteFile(t, file, []byte("schema: kubectl-ql3/fleet@v1\ntargets:\n"+targets.String()+
+		"waves:\n- {name: first, selector: {matchLabels: {ring: first}}}\n- {name: second, selector: {names: [t1]}}\n"), 0o644)
+	return dir, file
 }
 
 func mustRunOK(t *testing.T, args ...string) string {

@@ -26,7 +26,7 @@ import (
 const fleetDriver = "fleet-driver"
 
 // TestFleetWaveAsIndexedJob runs a fleet's waves on the real Job
-// controller (docs/fleet.md §8). The node's cluster is the management
+// controller (docs/fleet.md §9). The node's cluster is the management
 // cluster and, through namespaces, every target's cluster. The printed
 // RBAC is applied by the admin; the driver, holding only the printed
 // Role, creates the kubeconfig Secret and applies the printed ConfigMap
@@ -211,7 +211,7 @@ func runWaveJob(t *testing.T, rel release, fleetFile, mgmt string, w plan.Wave, 
 	return waitJob(t, mgmt, job.Name)
 }
 
-// checkPrintedJob: the fields docs/fleet.md §8 names, as printed.
+// checkPrintedJob: the fields docs/fleet.md §9 names, as printed.
 func checkPrintedJob(t *testing.T, job *batchv1.Job, w plan.Wave) {
 	t.Helper()
 	s := job.Spec
