@@ -272,18 +272,26 @@ func runFleetRollback(ctx context.Context, f *fleetFlags, o *fleet.Options, fl *
 func newCmdFleetApply(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	f := &fleetFlags{flags: flags, streams: streams}
 	one := &oneTarget{index: -1}
+	vj := &viaJobFlags{}
 	cmd := &cobra.Command{
-		Use:   "apply FILE [--plan PLAN] [--target NAME | --wave WAVE --index I]",
+		Use:   "apply FILE [--plan PLAN] [--target NAME | --wave WAVE --index I | --via-job -n MGMT_NS --image REF]",
 		Short: "Apply the plan wave by wave; a rerun skips committed targets and resumes applying ones",
 		Example: `  kubectl ql3 fleet apply fleet.yaml --plan plan/plan.json -o json
-  kubectl ql3 fleet apply fleet.yaml --target prod-eu    # one target (a CI matrix job)`,
+  kubectl ql3 fleet apply fleet.yaml --target prod-eu    # one target (a CI matrix job)
+  kubectl ql3 fleet apply fleet.yaml --via-job -n ql3-fleet --image REGISTRY/kubectl-ql3:v0.1.0@sha256:DIGEST`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := vj.check(cmd, one.set(cmd)); err != nil {
+				return err
+			}
 			if one.set(cmd) {
 				return runFleetApplyOne(cmd.Context(), f, one, args[0])
 			}
 			if f.kubeconfigDir != "" || one.planDigest != "" {
 				return fail.Errorf(fail.Invalid, "--kubeconfig-dir and --plan-digest go with --target or --wave and --index (one target)")
+			}
+			if vj.on {
+				return runFleetApplyViaJob(cmd.Context(), f, vj, args[0])
 			}
 			o, fl, err := f.options(args[0])
 			if err != nil {
@@ -301,6 +309,7 @@ func newCmdFleetApply(flags *genericclioptions.ConfigFlags, streams genericioopt
 	f.add(cmd, true)
 	f.addSignKey(cmd)
 	one.add(cmd, f)
+	vj.add(cmd)
 	return cmd
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/fleetfile"
@@ -208,4 +210,85 @@ func pruneNullTimestamps(m map[string]any) {
 			pruneNullTimestamps(v)
 		}
 	}
+}
+
+// viaJobFlags are `fleet apply --via-job`'s: each wave as the Job `fleet
+// job` prints, on the management cluster.
+type viaJobFlags struct {
+	on            bool
+	image         string
+	receiptsClaim string
+	retries       int32
+	kubeconfig    string
+	context       string
+}
+
+func (vj *viaJobFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.BoolVar(&vj.on, "via-job", false, "run each wave as the Indexed Job fleet job prints, in the management namespace -n, and wait on it; then read every target back (docs/fleet.md §8.5)")
+	fs.StringVar(&vj.image, "image", "", "with --via-job: the project's image `REF`, pinned by digest")
+	fs.StringVar(&vj.receiptsClaim, "receipts-claim", fleet.DefaultReceiptsClaim, "with --via-job: the PersistentVolumeClaim `NAME` the pods write receipts to")
+	fs.Int32Var(&vj.retries, "backoff-limit-per-index", fleet.DefaultBackoffLimitPerIndex, "with --via-job: the Jobs' backoffLimitPerIndex, 0 to 10")
+	fs.StringVar(&vj.kubeconfig, "job-kubeconfig", "", "with --via-job: the management cluster's kubeconfig `FILE` (default: --kubeconfig and --context)")
+	fs.StringVar(&vj.context, "job-context", "", "with --via-job and --job-kubeconfig: its context `NAME` (default: its current context)")
+}
+
+// check refuses --via-job with one target, and its flags without it.
+func (vj *viaJobFlags) check(cmd *cobra.Command, one bool) error {
+	if vj.on && one {
+		return fail.Errorf(fail.Invalid, "--via-job runs every wave; --target, --wave and --index move one target: give one or the other")
+	}
+	for _, name := range []string{"image", "receipts-claim", "backoff-limit-per-index", "job-kubeconfig", "job-context"} {
+		if !vj.on && cmd.Flags().Changed(name) {
+			return fail.Errorf(fail.Invalid, "--%s goes with --via-job", name)
+		}
+	}
+	return nil
+}
+
+// runFleetApplyViaJob is `fleet apply FILE --via-job`.
+func runFleetApplyViaJob(ctx context.Context, f *fleetFlags, vj *viaJobFlags, path string) error {
+	ns := ""
+	if f.flags.Namespace != nil {
+		ns = *f.flags.Namespace
+	}
+	switch {
+	case ns == "":
+		return fail.Errorf(fail.Invalid, "--via-job: --namespace (-n), the management namespace, is required")
+	case vj.image == "":
+		return fail.Errorf(fail.Invalid, "--via-job: --image, the project's image pinned by digest, is required")
+	case vj.retries < 0 || vj.retries > 10:
+		return fail.Errorf(fail.Invalid, "--backoff-limit-per-index %d: want 0 to 10", vj.retries)
+	case vj.context != "" && vj.kubeconfig == "":
+		return fail.Errorf(fail.Invalid, "--job-context goes with --job-kubeconfig")
+	}
+	cfg, err := f.flags.ToRESTConfig()
+	if vj.kubeconfig != "" {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: vj.kubeconfig},
+			&clientcmd.ConfigOverrides{CurrentContext: vj.context}).ClientConfig()
+	}
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "the management cluster's kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "kubectl-ql3/" + version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fail.Errorf(fail.Invalid, "the management cluster's kubeconfig: %w", err)
+	}
+	o, fl, err := f.options(path)
+	if err != nil {
+		return err
+	}
+	planPath := f.planPath(fl)
+	p, err := readPlan(planPath)
+	if err != nil {
+		return err
+	}
+	retries := vj.retries
+	if retries == 0 {
+		retries = -1 // JobRequest's 0 is the default
+	}
+	job := fleet.JobRequest{FleetPath: path, Namespace: ns, Image: vj.image, ReceiptsClaim: vj.receiptsClaim, BackoffLimitPerIndex: retries}
+	rep, err := fleet.ApplyViaJob(ctx, o, fl, fleet.ApplyRequest{Plan: p, PlanDir: filepath.Dir(planPath)}, fleet.ViaJob{Client: client, Job: job})
+	return printApply(f, rep, err)
 }

@@ -67,6 +67,14 @@ type ApplyReport struct {
 // next wave starts. A stopped wave stops the fleet: the waves after it are
 // not started, and nothing is written to their clusters.
 func Apply(ctx context.Context, o *Options, f *fleetfile.Fleet, req ApplyRequest) (*ApplyReport, error) {
+	return o.applyWaves(ctx, f, req, o.runWave)
+}
+
+// waveRunner runs one wave: in process (runWave) or as a Job (ViaJob).
+type waveRunner func(ctx context.Context, f *fleetfile.Fleet, req ApplyRequest, w plan.Wave) (WaveResult, []error)
+
+// applyWaves runs the plan's waves in order with run until one stops.
+func (o *Options) applyWaves(ctx context.Context, f *fleetfile.Fleet, req ApplyRequest, run waveRunner) (*ApplyReport, error) {
 	p := req.Plan
 	if err := p.Matches(f); err != nil {
 		return nil, err
@@ -78,7 +86,7 @@ func Apply(ctx context.Context, o *Options, f *fleetfile.Fleet, req ApplyRequest
 			rep.Waves = append(rep.Waves, notStarted(w))
 			continue
 		}
-		wr, werrs := o.runWave(ctx, f, req, w)
+		wr, werrs := run(ctx, f, req, w)
 		errs = append(errs, werrs...)
 		if wr.State != WaveDone {
 			rep.Outcome = WaveStopped

@@ -1,0 +1,297 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/fleet/fleetfile"
+	"github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
+
+// ViaJob runs the waves as the Indexed Jobs of Job on a management
+// cluster (docs/fleet.md §8.5).
+type ViaJob struct {
+	// Client reaches the management cluster as its driver (the Role
+	// JobRBAC prints).
+	Client kubernetes.Interface
+	// Job is the template of every wave's JobRequest: Namespace, Image,
+	// ReceiptsClaim, BackoffLimitPerIndex and FleetPath; Plan, PlanDir,
+	// Wave and Name are set per wave (Name: the default).
+	Job JobRequest
+	// Poll is the interval of the Job's status reads (default 1s).
+	Poll time.Duration
+}
+
+// ApplyViaJob is Apply with every wave run by the Kubernetes Job
+// controller: the same gate, then the wave's Job (created, or waited on
+// when a Job of this plan's wave is still running — a killed driver's),
+// its status waited on, then every target read back from its own cluster
+// as Apply does — a Job's success alone proves nothing — and the soak. A
+// wave whose targets all read back at the plan already creates no Job.
+func ApplyViaJob(ctx context.Context, o *Options, f *fleetfile.Fleet, req ApplyRequest, vj ViaJob) (*ApplyReport, error) {
+	if vj.Client == nil {
+		return nil, fail.Errorf(fail.Other, "fleet apply --via-job: no management cluster client")
+	}
+	return o.applyWaves(ctx, f, req, func(ctx context.Context, f *fleetfile.Fleet, req ApplyRequest, w plan.Wave) (WaveResult, []error) {
+		return vj.runWave(ctx, o, f, req, w)
+	})
+}
+
+// runWave runs wave w through its Job.
+func (vj ViaJob) runWave(ctx context.Context, o *Options, f *fleetfile.Fleet, req ApplyRequest, w plan.Wave) (WaveResult, []error) {
+	o.say("wave %s: %d target(s) as a Job in namespace %s, at most %d at once, at most %d failure(s), soak %s, gate %s", w.Name, len(w.Targets), vj.Job.Namespace, w.MaxParallel, w.MaxFailures, w.Soak(), w.Gate)
+	if w.Gate == fleetfile.GateApproval {
+		if wr, errs, waiting := o.gateWave(ctx, f, req, w); waiting {
+			return wr, errs
+		}
+	}
+	wr := WaveResult{Name: w.Name, Gate: w.Gate, Targets: make([]TargetResult, len(w.Targets))}
+	done := true
+	for i, pt := range w.Targets {
+		wr.Targets[i] = TargetResult{Name: pt.Name, Namespace: pt.Namespace, Generation: pt.Generation, Version: pt.Version, Transition: pt.Transition, State: StateAlreadyCommitted}
+		done = done && o.readBack(ctx, f, pt) == nil
+	}
+	if done {
+		o.say("wave %s: every target already at the plan: no Job", w.Name)
+		return o.closeWave(ctx, f, w, wr)
+	}
+	job, err := vj.start(ctx, o, f, req, w)
+	if err == nil {
+		job, err = vj.wait(ctx, o, job)
+	}
+	if err != nil {
+		for i := range wr.Targets {
+			wr.Targets[i].State, wr.Targets[i].Error, wr.Targets[i].Exit, wr.Targets[i].err = StateFailed, err.Error(), exitOf(err), err
+		}
+		return o.closeWave(ctx, f, w, wr)
+	}
+	vj.judge(ctx, o, job, w, &wr)
+	return o.closeWave(ctx, f, w, wr)
+}
+
+// start creates wave w's ConfigMap and Job, or finds its Job of this plan
+// still running. A finished Job of the same name (an earlier run) is
+// deleted first: a Job's template never changes.
+func (vj ViaJob) start(ctx context.Context, o *Options, f *fleetfile.Fleet, req ApplyRequest, w plan.Wave) (*batchv1.Job, error) {
+	jr := vj.Job
+	jr.Plan, jr.PlanDir, jr.Wave, jr.Name = req.Plan, req.PlanDir, w.Name, ""
+	objs, err := Job(f, jr)
+	if err != nil {
+		return nil, err
+	}
+	ns, name := objs.Job.Namespace, objs.Job.Name
+	jobs := vj.Client.BatchV1().Jobs(ns)
+	old, err := jobs.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil && old.Annotations[AnnotationPlan] == req.Plan.SelfDigest && finished(old) == "":
+		o.say("wave %s: Job %s/%s of this plan is running: waiting on it", w.Name, ns, name)
+		return old, nil
+	case err == nil:
+		o.say("wave %s: deleting the finished Job %s/%s of an earlier run", w.Name, ns, name)
+		if err := vj.deleteJob(ctx, old); err != nil {
+			return nil, err
+		}
+	case !apierrors.IsNotFound(err):
+		return nil, mgmtErr("read Job "+name, err)
+	}
+	if _, err := vj.Client.CoreV1().Secrets(ns).Get(ctx, objs.SecretName, metav1.GetOptions{}); err != nil {
+		return nil, mgmtErr(fmt.Sprintf("the Secret %s of the wave's kubeconfigs (one key per target: %s; see docs/fleet.md §8)", objs.SecretName, strings.Join(objs.Targets, ", ")), err)
+	}
+	cms := vj.Client.CoreV1().ConfigMaps(ns)
+	if err := cms.Delete(ctx, objs.ConfigMap.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return nil, mgmtErr("replace ConfigMap "+objs.ConfigMap.Name, err)
+	}
+	if _, err := cms.Create(ctx, objs.ConfigMap, metav1.CreateOptions{FieldManager: JobFieldManager}); err != nil {
+		return nil, mgmtErr("create ConfigMap "+objs.ConfigMap.Name, err)
+	}
+	job, err := jobs.Create(ctx, objs.Job, metav1.CreateOptions{FieldManager: JobFieldManager})
+	if err != nil {
+		return nil, mgmtErr("create Job "+name, err)
+	}
+	o.say("wave %s: created Job %s/%s: %d index(es), parallelism %d", w.Name, ns, name, *job.Spec.Completions, *job.Spec.Parallelism)
+	return job, nil
+}
+
+// JobFieldManager is the field manager of what ApplyViaJob creates.
+const JobFieldManager = "kubectl-ql3"
+
+// deleteJob deletes job (its pods with it, in the background) and waits
+// until it is gone.
+func (vj ViaJob) deleteJob(ctx context.Context, job *batchv1.Job) error {
+	jobs := vj.Client.BatchV1().Jobs(job.Namespace)
+	bg := metav1.DeletePropagationBackground
+	err := jobs.Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &job.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return mgmtErr("delete Job "+job.Name, err)
+	}
+	err = wait.PollUntilContextCancel(ctx, vj.poll(), true, func(ctx context.Context) (bool, error) {
+		j, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || err == nil && j.UID != job.UID, nil
+	})
+	if err != nil {
+		return mgmtErr("wait for Job "+job.Name+" to go", err)
+	}
+	return nil
+}
+
+func (vj ViaJob) poll() time.Duration {
+	if vj.Poll <= 0 {
+		return time.Second
+	}
+	return vj.Poll
+}
+
+// wait polls job until it is finished (Complete or Failed).
+func (vj ViaJob) wait(ctx context.Context, o *Options, job *batchv1.Job) (*batchv1.Job, error) {
+	last := ""
+	err := wait.PollUntilContextCancel(ctx, vj.poll(), true, func(ctx context.Context) (bool, error) {
+		j, err := vj.Client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, fail.Errorf(fail.Conflict, "Job %s/%s was deleted while this driver waited on it", job.Namespace, job.Name)
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			return false, err
+		case err != nil:
+			return false, nil // read again: a passing error of the management cluster
+		}
+		if j.UID != job.UID {
+			return false, fail.Errorf(fail.Conflict, "Job %s/%s was replaced by another while this driver waited on it", job.Namespace, job.Name)
+		}
+		job = j
+		now := fmt.Sprintf("%d active, %d succeeded, %d failed; completed indexes %q, failed indexes %q", j.Status.Active, j.Status.Succeeded, j.Status.Failed, j.Status.CompletedIndexes, deref(j.Status.FailedIndexes))
+		if now != last {
+			o.say("Job %s: %s", j.Name, now)
+			last = now
+		}
+		return finished(j) != "", nil
+	})
+	if err != nil {
+		return nil, mgmtErr("wait on Job "+job.Name, err)
+	}
+	o.say("Job %s: %s", job.Name, finished(job))
+	return job, nil
+}
+
+// finished is "Complete" or "Failed (reason)" once job has finished, "" before.
+func finished(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return "Complete"
+		case batchv1.JobFailed:
+			return "Failed (" + c.Reason + ")"
+		}
+	}
+	return ""
+}
+
+// judge sets each target's result from the finished Job: an index that
+// failed is a failure of the class of its last pod's exit code; an index
+// neither completed nor failed never ran (not started); a completed one is
+// committed — until closeWave reads it back from its cluster.
+func (vj ViaJob) judge(ctx context.Context, o *Options, job *batchv1.Job, w plan.Wave, wr *WaveResult) {
+	completed, failedIdx := indexSet(job.Status.CompletedIndexes), indexSet(deref(job.Status.FailedIndexes))
+	exits := vj.lastExits(ctx, job)
+	for i := range w.Targets {
+		r := &wr.Targets[i]
+		switch {
+		case failedIdx[i]:
+			class := classOfExit(exits[i])
+			err := fail.Errorf(class, "target %s: index %d failed in Job %s/%s (its last pod exited %d; kubectl logs -n %s -l batch.kubernetes.io/job-completion-index=%d,job-name=%s)", r.Name, i, job.Namespace, job.Name, exits[i], job.Namespace, i, job.Name)
+			r.State, r.Error, r.Exit, r.err = StateFailed, err.Error(), exitOf(err), err
+		case completed[i]:
+			r.State = StateCommitted
+		default:
+			r.State = StateNotStarted
+		}
+	}
+}
+
+// lastExits is, per completion index, the exit code of the apply
+// container of its last terminated pod (-1 when none is known).
+func (vj ViaJob) lastExits(ctx context.Context, job *batchv1.Job) map[int]int32 {
+	out := map[int]int32{}
+	pods, err := vj.Client.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/controller-uid=" + string(job.UID)})
+	if err != nil {
+		return out
+	}
+	latest := map[int]time.Time{}
+	for _, p := range pods.Items {
+		i, err := strconv.Atoi(p.Annotations[batchv1.JobCompletionIndexAnnotation])
+		if err != nil {
+			continue
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if tm := c.State.Terminated; c.Name == JobContainer && tm != nil && !tm.FinishedAt.Time.Before(latest[i]) {
+				out[i], latest[i] = tm.ExitCode, tm.FinishedAt.Time
+			}
+		}
+	}
+	return out
+}
+
+// classOfExit is the class of a pod's exit code: the ceremony's classes,
+// and any other failure (a crash, an unknown pod) as Other.
+func classOfExit(code int32) fail.Class {
+	for _, c := range []fail.Class{fail.Invalid, fail.Conflict, fail.Unavailable, fail.Tamper} {
+		if int32(c.ExitCode()) == code {
+			return c
+		}
+	}
+	return fail.Other
+}
+
+// indexSet reads a Job's index list ("0,3-5,7").
+func indexSet(s string) map[int]bool {
+	out := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				continue
+			}
+		}
+		for i := a; i <= b; i++ {
+			out[i] = true
+		}
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// mgmtErr is an error of the management cluster: unavailable (4) unless
+// the API server refused (Forbidden, Invalid: 2).
+func mgmtErr(what string, err error) error {
+	class := fail.Unavailable
+	if c := fail.ClassOf(err); c != fail.Other {
+		class = c
+	} else if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err) {
+		class = fail.Invalid
+	}
+	return fail.Errorf(class, "management cluster: %s: %w", what, err)
+}
