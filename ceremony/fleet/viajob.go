@@ -20,7 +20,7 @@ import (
 )
 
 // ViaJob runs the waves as the Indexed Jobs of Job on a management
-// cluster (docs/fleet.md §8.5).
+// cluster (docs/fleet.md §8.4).
 type ViaJob struct {
 	// Client reaches the management cluster as its driver (the Role
 	// JobRBAC prints).
