@@ -134,9 +134,13 @@ func (req *JobRequest) defaults() error {
 	} else if req.BackoffLimitPerIndex < 0 {
 		req.BackoffLimitPerIndex = 0
 	}
-	for flag, v := range map[string]string{"--name": req.Name, "--receipts-claim": req.ReceiptsClaim, "--namespace": req.Namespace} {
-		if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
-			return fail.Errorf(fail.Invalid, "%s %q: %s (a wave name longer than 53 characters needs --name)", flag, v, errs[0])
+	for _, fv := range [][2]string{{"--name", req.Name}, {"--receipts-claim", req.ReceiptsClaim}, {"--namespace", req.Namespace}} {
+		if errs := validation.IsDNS1123Label(fv[1]); len(errs) > 0 {
+			hint := ""
+			if fv[0] == "--name" {
+				hint = " (the default is ql3-fleet-<wave>: a wave name over 53 characters needs --name)"
+			}
+			return fail.Errorf(fail.Invalid, "%s %q: %s%s", fv[0], fv[1], errs[0], hint)
 		}
 	}
 	if req.Image == "" {
