@@ -225,7 +225,7 @@ type viaJobFlags struct {
 
 func (vj *viaJobFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.BoolVar(&vj.on, "via-job", false, "run each wave as the Indexed Job fleet job prints, in the management namespace -n, and wait on it; then read every target back (docs/fleet.md §8.4)")
+	fs.BoolVar(&vj.on, "via-job", false, "run each wave as the Indexed Job fleet job prints, in the management namespace -n, and wait on it; then read every target back (docs/fleet.md §9.4)")
 	fs.StringVar(&vj.image, "image", "", "with --via-job: the project's image `REF`, pinned by digest")
 	fs.StringVar(&vj.receiptsClaim, "receipts-claim", fleet.DefaultReceiptsClaim, "with --via-job: the PersistentVolumeClaim `NAME` the pods write receipts to")
 	fs.Int32Var(&vj.retries, "backoff-limit-per-index", fleet.DefaultBackoffLimitPerIndex, "with --via-job: the Jobs' backoffLimitPerIndex, 0 to 10")

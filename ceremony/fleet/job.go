@@ -14,7 +14,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
-// The fixed names and paths of the fleet's Job (docs/fleet.md §8).
+// The fixed names and paths of the fleet's Job (docs/fleet.md §9).
 const (
 	// JobContainer is the name of the pod's one container, which the
 	// podFailurePolicy's exit-code rules name.
@@ -79,7 +79,7 @@ type JobObjects struct {
 }
 
 // Job is the Indexed Job that runs wave req.Wave of the plan on the
-// Kubernetes Job controller (docs/fleet.md §8): index i is the wave's
+// Kubernetes Job controller (docs/fleet.md §9): index i is the wave's
 // i-th target, each pod running `fleet apply --wave W --index i` —
 // ApplyOne, the fleet's own per-target apply — in the project's image.
 func Job(f *fleetfile.Fleet, req JobRequest) (*JobObjects, error) {
@@ -224,7 +224,7 @@ func (req *JobRequest) podSpec(args []string, items []corev1.KeyToPath, secret s
 	}
 }
 
-// JobRBAC is what the management namespace needs (docs/fleet.md §8.3):
+// JobRBAC is what the management namespace needs (docs/fleet.md §9.3):
 // the pods' ServiceAccount, bound to nothing (the pods need no right in
 // the management cluster: they read their volumes), and the driver's Role
 // — to create, watch and delete the waves' Jobs, ConfigMaps and Secrets

@@ -10,7 +10,7 @@ import (
 
 // WaveTarget is the name of the target at index of the plan's wave named
 // wave, in the wave's order: what an Indexed Job's completion index
-// stands for (docs/fleet.md §8). An unknown wave or an index out of range
+// stands for (docs/fleet.md §9). An unknown wave or an index out of range
 // is fail.Invalid.
 func WaveTarget(p *plan.Plan, wave string, index int) (string, error) {
 	for _, w := range p.Waves {

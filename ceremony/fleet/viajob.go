@@ -20,7 +20,7 @@ import (
 )
 
 // ViaJob runs the waves as the Indexed Jobs of Job on a management
-// cluster (docs/fleet.md §8.4).
+// cluster (docs/fleet.md §9.4).
 type ViaJob struct {
 	// Client reaches the management cluster as its driver (the Role
 	// JobRBAC prints).
@@ -60,7 +60,8 @@ func (vj ViaJob) runWave(ctx context.Context, o *Options, f *fleetfile.Fleet, re
 	done := true
 	for i, pt := range w.Targets {
 		wr.Targets[i] = TargetResult{Name: pt.Name, Namespace: pt.Namespace, Generation: pt.Generation, Version: pt.Version, Transition: pt.Transition, State: StateAlreadyCommitted}
-		done = done && o.readBack(ctx, f, pt) == nil
+		_, err := o.readBack(ctx, f, pt)
+		done = done && err == nil
 	}
 	if done {
 		o.say("wave %s: every target already at the plan: no Job", w.Name)
@@ -106,7 +107,7 @@ func (vj ViaJob) start(ctx context.Context, o *Options, f *fleetfile.Fleet, req 
 		return nil, mgmtErr("read Job "+name, err)
 	}
 	if _, err := vj.Client.CoreV1().Secrets(ns).Get(ctx, objs.SecretName, metav1.GetOptions{}); err != nil {
-		return nil, mgmtErr(fmt.Sprintf("the Secret %s of the wave's kubeconfigs (one key per target: %s; see docs/fleet.md §8)", objs.SecretName, strings.Join(objs.Targets, ", ")), err)
+		return nil, mgmtErr(fmt.Sprintf("the Secret %s of the wave's kubeconfigs (one key per target: %s; see docs/fleet.md §9)", objs.SecretName, strings.Join(objs.Targets, ", ")), err)
 	}
 	cms := vj.Client.CoreV1().ConfigMaps(ns)
 	if err := cms.Delete(ctx, objs.ConfigMap.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -19,7 +19,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
-// `fleet apply --via-job` (docs/fleet.md §8.5): the driver, on the host,
+// `fleet apply --via-job` (docs/fleet.md §9.5): the driver, on the host,
 // reaches the management namespace with exactly the printed Role and the
 // targets with its own kubeconfig. It creates each wave's Job as `fleet
 // job` prints it — unchanged: the receipts claim is the printed one,
