@@ -24,6 +24,7 @@ const (
 	DomainHead            = canon.DomainHead
 	DomainReceipt         = canon.DomainReceipt
 	DomainRetiredObject   = canon.DomainRetiredObject
+	DomainObject          = canon.DomainObject
 )
 
 // DigestPrefix is prepended to every digest's hex value.
@@ -40,6 +41,9 @@ func Canonical(v any) ([]byte, error) { return canon.Canonical(v) }
 
 // CanonicalizeJSON canonicalises JSON text per RFC 8785.
 func CanonicalizeJSON(raw []byte) ([]byte, error) { return canon.CanonicalizeJSON(raw) }
+
+// DigestInput is the exact bytes DigestOf(domain, v) hashes.
+func DigestInput(domain string, v any) ([]byte, error) { return canon.DigestInput(domain, v) }
 
 // DigestOf is DigestBytes(domain, Canonical(v)).
 func DigestOf(domain string, v any) (string, error) { return canon.DigestOf(domain, v) }

@@ -477,6 +477,11 @@ func (l *Lock) normalized() *Lock {
 // "lock" domain.
 func (l *Lock) Digest() (string, error) { return DigestOf(DomainLock, l.normalized()) }
 
+// DigestInput is the exact bytes the lock digest hashes: the "lock"
+// domain's header, a zero byte and the lock's canonical JSON; its SHA-256
+// is the lock digest's hex (an attestation's lock subject, docs/receipts.md §7.2).
+func (l *Lock) DigestInput() ([]byte, error) { return canon.DigestInput(DomainLock, l.normalized()) }
+
 // ReadLock reads and parses dir/ql3.lock.yaml.
 func ReadLock(fsys filesys.FileSystem, dir string) (*Lock, error) {
 	p := filepath.Join(dir, LockFile)

@@ -142,11 +142,46 @@ func Render(fsys filesys.FileSystem, dir string, opts Options) (*Release, error)
 // RenderDigest is the digest of rendered objects in inventory order: the
 // canonical JSON array of the objects under the "render" domain.
 func RenderDigest(objs []*unstructured.Unstructured) (string, error) {
-	items := make([]map[string]any, len(objs))
+	return DigestOf(DomainRender, items(objs))
+}
+
+// items are the objects' contents, as the render digest covers them.
+func items(objs []*unstructured.Unstructured) []map[string]any {
+	out := make([]map[string]any, len(objs))
 	for i, o := range objs {
-		items[i] = o.Object
+		out[i] = o.Object
 	}
-	return DigestOf(DomainRender, items)
+	return out
+}
+
+// RenderInput is the exact bytes the render digest hashes: the "render"
+// domain's header, a zero byte and the canonical JSON array of the
+// redacted objects (canon.DigestInput); its SHA-256 is the render digest's
+// hex. It is the file an attestation's render subject names
+// (docs/receipts.md §7.2).
+func (r *Release) RenderInput() ([]byte, error) {
+	return DigestInput(DomainRender, items(r.redacted))
+}
+
+// ObjectDigests are the objects' digests in inventory order: each the
+// canonical JSON of one object, as the render digest covers it (Secret
+// values keyed or redacted), under the "object" domain.
+func (r *Release) ObjectDigests() ([]string, error) {
+	out := make([]string, len(r.redacted))
+	for i, o := range r.redacted {
+		d, err := DigestOf(DomainObject, o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("object %s: %w", r.Inventory[i], err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// ObjectInput is the exact bytes the i-th object's digest hashes (as
+// RenderInput, for one object).
+func (r *Release) ObjectInput(i int) ([]byte, error) {
+	return DigestInput(DomainObject, r.redacted[i].Object)
 }
 
 // objects converts kustomize's resources to unstructured objects.

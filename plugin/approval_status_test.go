@@ -42,7 +42,7 @@ func publishReceipt(t *testing.T, rdir string, h *deploy.Head) {
 	t.Helper()
 	r, err := deploy.ReceiptFromHead(h)
 	if err == nil {
-		_, err = receipts.Publish(rdir, r, nil)
+		_, err = receipts.Publish(rdir, r, nil, nil)
 	}
 	if err != nil {
 		t.Fatal(err)

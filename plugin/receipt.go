@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
@@ -152,7 +153,11 @@ func (o *receiptAuditOptions) releaseDigests() (receipts.ReleaseDigests, error) 
 	if err != nil {
 		return receipts.ReleaseDigests{}, fmt.Errorf("--release: lock digest: %w", err)
 	}
-	return receipts.ReleaseDigests{Version: lock.Release.Version, LockDigest: lockDigest, InventoryDigest: rel.InventoryDigest}, nil
+	rendered, err := deploy.RenderedOf(rel)
+	if err != nil {
+		return receipts.ReleaseDigests{}, fmt.Errorf("--release: %w", err)
+	}
+	return receipts.ReleaseDigests{Version: lock.Release.Version, LockDigest: lockDigest, InventoryDigest: rel.InventoryDigest, Rendered: rendered}, nil
 }
 
 func auditSummary(rep *receipts.Report) string {

@@ -2,24 +2,29 @@ package plugin_test
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
 // receiptChain publishes n linked receipts into dir: an install of dep,
 // then upgrades to 3.<g-1>.0 with the same inventory. It returns them.
-func receiptChain(t *testing.T, dir string, n int, dep receipts.Deployment, inv []inventory.Identity, key ed25519.PrivateKey) []*receipts.Receipt {
+// With a key each is signed and attested as applying rel.
+func receiptChain(t *testing.T, dir string, n int, dep receipts.Deployment, inv []inventory.Identity, key ed25519.PrivateKey, rel *receipts.Rendered) []*receipts.Receipt {
 	t.Helper()
 	d := func(format string, args ...any) string {
 		return inventory.DigestBytes("test", fmt.Appendf(nil, format, args...))
@@ -58,7 +63,7 @@ func receiptChain(t *testing.T, dir string, n int, dep receipts.Deployment, inv 
 		if err := r.Seal(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := receipts.Publish(dir, r, key); err != nil {
+		if _, err := receipts.Publish(dir, r, key, rel); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, r)
@@ -91,7 +96,11 @@ func TestReceiptAudit(t *testing.T) {
 	dir := filepath.Join(base, "receipts")
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	inv, dep := receiptTestInventory()
-	rs := receiptChain(t, dir, 3, dep, inv, key)
+	fake := &receipts.Rendered{RenderDigest: inventory.DigestBytes("test", []byte("render"))}
+	for _, id := range inv {
+		fake.Objects = append(fake.Objects, receipts.RenderedObject{ID: id, Digest: inventory.DigestBytes("test", []byte(id.String()))})
+	}
+	rs := receiptChain(t, dir, 3, dep, inv, key, fake)
 	pub := filepath.Join(base, "ops.pub")
 	writeReceiptPublicKey(t, pub, key)
 	other := filepath.Join(base, "other.pub")
@@ -135,7 +144,7 @@ func TestReceiptAuditErrors(t *testing.T) {
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	inv, dep := receiptTestInventory()
 	dir := filepath.Join(base, "receipts")
-	receiptChain(t, dir, 1, dep, inv, nil)
+	receiptChain(t, dir, 1, dep, inv, nil, nil)
 	priv := filepath.Join(base, "ops.key")
 	der, _ := x509.MarshalPKCS8PrivateKey(key)
 	_ = os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
@@ -186,15 +195,91 @@ func TestReceiptAuditRelease(t *testing.T) {
 	dep := receipts.Deployment{Version: "3.0.0", LockDigest: lockDigest, InventoryDigest: r.InventoryDigest, InventoryCount: len(r.Inventory)}
 
 	good := filepath.Join(base, "good")
-	receiptChain(t, good, 1, dep, r.Inventory, nil)
+	receiptChain(t, good, 1, dep, r.Inventory, nil, nil)
 	if out, errOut, code := run(t, nil, "receipt", "audit", good, "--release", rel); code != 0 || !strings.Contains(out, "release: ok") {
 		t.Fatalf("matching release: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 
 	// The newest receipt is an upgrade to another lock: the release is old.
 	newer := filepath.Join(base, "newer")
-	receiptChain(t, newer, 2, dep, r.Inventory, nil)
+	receiptChain(t, newer, 2, dep, r.Inventory, nil, nil)
 	if out, _, code := run(t, nil, "receipt", "audit", newer, "--release", rel); code != 5 || !strings.Contains(out, "release lock digest") {
 		t.Fatalf("older release: exit %d\n%s", code, out)
+	}
+}
+
+// TestReceiptAuditReleaseSubjects attests a receipt of a fixture release
+// and audits it against the release: accepted, and every subject's file
+// as `kubectl ql3 render --subject` writes it hashes to the subject's
+// digest; refused when the attestation, signed by the trusted key, states
+// another render digest or another digest for one object.
+func TestReceiptAuditReleaseSubjects(t *testing.T) {
+	base := t.TempDir()
+	rel := filepath.Join(base, "release")
+	if err := os.CopyFS(rel, os.DirFS("../testdata/releases/v3.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := run(t, nil, "lock", rel, "--version", "3.0.0", "--cluster-identity", inventory.DigestBytes("test", []byte("cluster"))); code != 0 {
+		t.Fatalf("lock: exit %d: %s", code, errOut)
+	}
+	r, lock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), rel, inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockDigest, err := lock.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := receipts.Deployment{Version: "3.0.0", LockDigest: lockDigest, InventoryDigest: r.InventoryDigest, InventoryCount: len(r.Inventory)}
+	rendered, err := deploy.RenderedOf(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	pub := filepath.Join(base, "ops.pub")
+	writeReceiptPublicKey(t, pub, key)
+
+	good := filepath.Join(base, "good")
+	rc := receiptChain(t, good, 1, dep, r.Inventory, key, rendered)[0]
+	if out, errOut, code := run(t, nil, "receipt", "audit", good, "--release", rel, "--trusted-key", pub); code != 0 || !strings.Contains(out, "release: ok") {
+		t.Fatalf("matching release: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	env, err := os.ReadFile(filepath.Join(good, receipts.AttestationName(rc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := rc.Bytes()
+	_, stated, err := receipts.CheckAttestation(env, rc, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs, _ := receipts.AttestationSubjects(rc, data, stated)
+	for _, s := range subs[1:] {
+		out, _ := runOK(t, "render", rel, "--subject", s.Name)
+		if sum := sha256.Sum256([]byte(out)); hex.EncodeToString(sum[:]) != s.SHA256 {
+			t.Errorf("render --subject %s: sha256 %x, subject %s", s.Name, sum, s.SHA256)
+		}
+	}
+
+	for _, c := range []struct {
+		name, want string
+		change     func(*receipts.Rendered)
+	}{
+		{"another render digest", "release render digest", func(x *receipts.Rendered) { x.RenderDigest = lockDigest }},
+		{"another object digest", "release object " + r.Inventory[1].String() + " has digest", func(x *receipts.Rendered) { x.Objects[1].Digest = lockDigest }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			other := *rendered
+			other.Objects = slices.Clone(rendered.Objects)
+			c.change(&other)
+			dir := filepath.Join(t.TempDir(), "receipts")
+			receiptChain(t, dir, 1, dep, r.Inventory, key, &other)
+			if out, _, code := run(t, nil, "receipt", "audit", dir, "--trusted-key", pub); code != 0 {
+				t.Fatalf("without --release: exit %d\n%s", code, out)
+			}
+			if out, _, code := run(t, nil, "receipt", "audit", dir, "--release", rel, "--trusted-key", pub); code != 5 || !strings.Contains(out, c.want) {
+				t.Fatalf("exit %d, want 5 and %q\n%s", code, c.want, out)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
 // InventoryReport is what `kubectl ql3 render --inventory` prints: the
@@ -48,6 +49,7 @@ type renderOptions struct {
 	dir       string
 	output    string
 	inventory bool
+	subject   string
 	opts      inventory.Options
 }
 
@@ -61,7 +63,11 @@ as kubectl ql3 lock would (identities, scope, pinned images, Secrets), and
 print its inventory as a table. With -o, print the rendered objects instead
 (yaml: a multi-document stream; json, name and the templates: a v1 List);
 with --inventory, print the inventory, roles, images and digests (YAML unless
-another -o is given).
+another -o is given). With --subject NAME, write the exact bytes of the
+deployment attestation's subject NAME for this release, whose SHA-256 is the
+subject's digest (docs/receipts.md §7.2): kubectl-ql3/render/v1 (the release
+as applied), kubectl-ql3/lock/v1 (the lock, checked against the release),
+kubectl-ql3/inventory/v1, or kubectl-ql3/object/v1/GROUP/KIND/NAMESPACE/NAME.
 
 Secret values are never printed: each is replaced by its keyed digest, or by
 "<redacted>" without --secret-digest-key-file, exactly as the render digest
@@ -72,7 +78,8 @@ Offline: kinds resolve through a built-in table and the release's CRDs unless
 		Example: `  kubectl ql3 render releases/3.0.0
   kubectl ql3 render releases/3.0.0 -o yaml
   kubectl ql3 render releases/3.0.0 -o name
-  kubectl ql3 render releases/3.0.0 --inventory -o jsonpath='{.render.inventoryDigest}'`,
+  kubectl ql3 render releases/3.0.0 --inventory -o jsonpath='{.render.inventoryDigest}'
+  kubectl ql3 render releases/3.0.0 --subject kubectl-ql3/render/v1 > release.render`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.dir = args[0]
@@ -91,6 +98,7 @@ Offline: kinds resolve through a built-in table and the release's CRDs unless
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage())
 	cmd.Flags().BoolVar(&o.inventory, "inventory", false, "print the inventory, roles, images and digests instead of the objects")
+	cmd.Flags().StringVar(&o.subject, "subject", "", "write the exact bytes of this deployment attestation subject (kubectl-ql3/render/v1, kubectl-ql3/lock/v1, kubectl-ql3/inventory/v1, kubectl-ql3/object/v1/GROUP/KIND/NAMESPACE/NAME)")
 	o.secrets.add(cmd.Flags())
 	registerOutputCompletion(cmd)
 	return cmd
@@ -99,6 +107,9 @@ Offline: kinds resolve through a built-in table and the release's CRDs unless
 func (o *renderOptions) Validate() error {
 	if err := validateOutput(o.output); err != nil {
 		return err
+	}
+	if o.subject != "" && (o.output != "" || o.inventory) {
+		return fail.Errorf(fail.Invalid, "--subject writes one subject's bytes: drop -o and --inventory")
 	}
 	return o.secrets.validate()
 }
@@ -110,6 +121,13 @@ func (o *renderOptions) Run() error {
 	}
 	w := o.streams.Out
 	switch {
+	case o.subject != "":
+		data, err := subjectBytes(rel, o.dir, o.subject)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
 	case o.inventory:
 		out := o.output
 		if out == "" {
@@ -153,4 +171,32 @@ func printInventoryTable(w io.Writer, ids []inventory.Identity) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", id.APIVersion, id.Kind, ns, id.Name)
 	}
 	return tw.Flush()
+}
+
+// subjectBytes is the file of the deployment attestation's subject name
+// for the release rel in dir: the input of the digest it names
+// (docs/receipts.md §7.2); the lock's only once it verifies against rel.
+func subjectBytes(rel *inventory.Release, dir, name string) ([]byte, error) {
+	switch name {
+	case receipts.RenderSubject:
+		return rel.RenderInput()
+	case receipts.InventorySubject:
+		return inventory.DigestInput(inventory.DomainInventory, rel.Inventory)
+	case receipts.LockSubject:
+		lock, err := inventory.ReadLock(filesys.MakeFsOnDisk(), dir)
+		if err != nil {
+			return nil, err
+		}
+		if err := inventory.VerifyLock(lock, rel); err != nil {
+			return nil, err
+		}
+		return lock.DigestInput()
+	}
+	for i, id := range rel.Inventory {
+		if receipts.ObjectSubject(id) == name {
+			return rel.ObjectInput(i)
+		}
+	}
+	return nil, fail.Errorf(fail.Invalid, "--subject %q: not a subject of this release; want %s, %s, %s or %sGROUP/KIND/NAMESPACE/NAME of an object it renders",
+		name, receipts.RenderSubject, receipts.LockSubject, receipts.InventorySubject, receipts.ObjectSubjectPrefix)
 }

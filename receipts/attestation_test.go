@@ -6,16 +6,28 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/intoto"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
+
+// fakeRendered is a release for r's inventory: render and object digests
+// made up from r's identities (the receipts package never renders).
+func fakeRendered(r *Receipt) *Rendered {
+	rel := &Rendered{RenderDigest: canon.DigestBytes(canon.DomainRender, []byte(r.Deployment.LockDigest))}
+	for _, id := range r.Inventory {
+		rel.Objects = append(rel.Objects, RenderedObject{ID: id, Digest: canon.DigestBytes(canon.DomainObject, []byte(id.String()))})
+	}
+	return rel
+}
 
 func mustAttest(t testing.TB, r *Receipt, k []byte) []byte {
 	t.Helper()
-	a, err := Attest(r, k)
+	a, err := Attest(r, fakeRendered(r), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,8 +35,9 @@ func mustAttest(t testing.TB, r *Receipt, k []byte) []byte {
 }
 
 // The attestation says what docs/receipts.md §7 says: predicate type ours,
-// predicate the receipt's bytes, subjects the receipt file's SHA-256 and
-// the inventory digest, signed by the receipt's key under its key id.
+// predicate the receipt's bytes, subjects the receipt file's SHA-256, the
+// inventory, lock and render digests and each object's digest under its
+// key's name, signed by the receipt's key under its key id.
 func TestAttestationContent(t *testing.T) {
 	r := following(newReceipt().sealed(t), KindUpgrade, "3.1.0").sealed(t)
 	data := mustBytes(t, r)
@@ -33,12 +46,24 @@ func TestAttestationContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
+	rel := fakeRendered(r)
 	want := []intoto.Subject{
 		{Name: "000002-upgrade-3.1.0.receipt.json", SHA256: hex.EncodeToString(sum[:])},
 		{Name: InventorySubject, SHA256: strings.TrimPrefix(r.Deployment.InventoryDigest, "sha256:")},
+		{Name: LockSubject, SHA256: strings.TrimPrefix(r.Deployment.LockDigest, "sha256:")},
+		{Name: RenderSubject, SHA256: strings.TrimPrefix(rel.RenderDigest, "sha256:")},
 	}
-	if st.PredicateType != PredicateType || !bytes.Equal(st.Predicate, data) || len(st.Subjects) != 2 || st.Subjects[0] != want[0] || st.Subjects[1] != want[1] {
+	for _, o := range rel.Objects {
+		want = append(want, intoto.Subject{Name: ObjectSubject(o.ID), SHA256: strings.TrimPrefix(o.Digest, "sha256:")})
+	}
+	if st.PredicateType != PredicateType || !bytes.Equal(st.Predicate, data) || !slices.Equal(st.Subjects, want) {
 		t.Fatalf("statement %+v", st)
+	}
+	if got := ObjectSubject(canon.Identity{APIVersion: "v1", Kind: "Namespace", Name: "qinglong-prod"}); got != "kubectl-ql3/object/v1//Namespace//qinglong-prod" {
+		t.Fatalf("object subject %q", got)
+	}
+	if got := ObjectSubject(canon.Identity{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "p", Name: "control"}); got != "kubectl-ql3/object/v1/apps/Deployment/p/control" {
+		t.Fatalf("object subject %q", got)
 	}
 	if AttestationName(r) != "000002-upgrade-3.1.0.intoto.json" {
 		t.Fatalf("name %q", AttestationName(r))
@@ -72,7 +97,7 @@ func TestPublishAttestationNoReplace(t *testing.T) {
 			if err := os.WriteFile(path, there, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Publish(dir, r, testKey(1))
+			_, err := Publish(dir, r, testKey(1), fakeRendered(r))
 			if fail.ClassOf(err) != c.class || !strings.Contains(err.Error(), c.message) {
 				t.Fatalf("err %v (class %v), want %v with %q", err, fail.ClassOf(err), c.class, c.message)
 			}

@@ -53,6 +53,9 @@ type ReleaseDigests struct {
 	Version         string `json:"version,omitempty"` // compared when set
 	LockDigest      string `json:"lockDigest"`
 	InventoryDigest string `json:"inventoryDigest"`
+	// Rendered, when set, is compared with what the newest receipt's
+	// attestation states (its render and object subjects).
+	Rendered *Rendered `json:"rendered,omitempty"`
 }
 
 // Report is the outcome of an audit.
@@ -82,6 +85,9 @@ type ReceiptVerdict struct {
 	// Receipt is the receipt parsed from the very bytes audited (one
 	// bounded read); nil when they did not parse. Not printed.
 	Receipt *Receipt `json:"-"`
+	// attested is the release the receipt's attestation states, when it
+	// passed (checkRelease confirms it against a release).
+	attested *Rendered
 }
 
 // ChainVerdict covers the receipts taken together.
@@ -136,6 +142,12 @@ func Audit(paths []string, opts AuditOptions) (*Report, error) {
 	}
 	slices.SortStableFunc(parsed, func(a, b audited) int { return cmp.Compare(a.r.Generation, b.r.Generation) })
 	rep.Chain = checkChain(parsed, opts.BaseGeneration, unverified(rep.Receipts))
+	attested := map[string]*Rendered{}
+	for _, row := range rep.Receipts {
+		if row.attested != nil {
+			attested[row.File] = row.attested
+		}
+	}
 	have := map[string]bool{}
 	for _, path := range set.receipts {
 		have[absPath(path)] = true
@@ -158,10 +170,12 @@ func Audit(paths []string, opts AuditOptions) (*Report, error) {
 			return nil, err
 		}
 		var newest *Receipt
+		var stated *Rendered
 		if len(parsed) > 0 {
 			newest = parsed[len(parsed)-1].r
+			stated = attested[parsed[len(parsed)-1].path]
 		}
-		rep.Release = checkRelease(rel, newest)
+		rep.Release = checkRelease(rel, newest, stated)
 	}
 	slices.SortStableFunc(rep.Receipts, func(a, b ReceiptVerdict) int {
 		return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.File, b.File))
@@ -526,7 +540,7 @@ func missing(from, to int64) string {
 	return fmt.Sprintf("generations %d to %d are missing", from, to)
 }
 
-func checkRelease(rel ReleaseDigests, newest *Receipt) *ReleaseVerdict {
+func checkRelease(rel ReleaseDigests, newest *Receipt, stated *Rendered) *ReleaseVerdict {
 	v := &ReleaseVerdict{Release: rel, Verdict: VerdictOK}
 	failf := func(format string, args ...any) {
 		v.Verdict = VerdictFail
@@ -546,6 +560,12 @@ func checkRelease(rel ReleaseDigests, newest *Receipt) *ReleaseVerdict {
 	}
 	if rel.InventoryDigest != d.InventoryDigest {
 		failf("release inventory digest %q is not the inventory digest %q of generation %d", rel.InventoryDigest, d.InventoryDigest, newest.Generation)
+	}
+	if stated != nil && rel.Rendered != nil {
+		v.Reasons = append(v.Reasons, statedReleaseRule(rel.Rendered, stated, newest.Generation)...)
+		if len(v.Reasons) > 0 {
+			v.Verdict = VerdictFail
+		}
 	}
 	return v
 }

@@ -19,7 +19,7 @@ func signedDir(t *testing.T) (string, []*Receipt) {
 	dir := t.TempDir()
 	rs := chain(t, 3, 3)
 	for _, r := range rs {
-		if _, err := Publish(dir, r, testKey(1)); err != nil {
+		if _, err := Publish(dir, r, testKey(1), fakeRendered(r)); err != nil {
 			t.Fatal(err)
 		}
 	}

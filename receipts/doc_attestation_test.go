@@ -18,14 +18,38 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/internal/intoto"
 	"github.com/qinglong/kubectl-ql3/internal/testkit"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
-// TestDocAttestationExample recomputes every value docs/receipts.md §7.4
-// states from the worked receipt and key of §6, checks the file against
-// the conformance vector's, and audits it.
+// docRendered is the release of the doc's objects (a JSON array in
+// inventory order): render digest and object digests recomputed here.
+func docRendered(t *testing.T, r *Receipt, objects string) *Rendered {
+	t.Helper()
+	var objs []map[string]any
+	if err := json.Unmarshal([]byte(objects), &objs); err != nil || len(objs) != len(r.Inventory) {
+		t.Fatalf("example:attestation-objects: %v (%d objects)", err, len(objs))
+	}
+	render, err := canon.DigestOf(canon.DomainRender, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := &Rendered{RenderDigest: render}
+	for i, o := range objs {
+		d, err := canon.DigestOf(canon.DomainObject, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel.Objects = append(rel.Objects, RenderedObject{ID: r.Inventory[i], Digest: d})
+	}
+	return rel
+}
+
+// TestDocAttestationExample recomputes every value docs/receipts.md §7.5
+// states from the worked receipt, objects and key of §6 and §7.5, checks
+// the files against the conformance vector's, and audits it.
 func TestDocAttestationExample(t *testing.T) {
 	ex := testkit.DocExamples(t, "receipts.md", "receipt", "signing-seed", "public-key", "signature", "attestation-file-name",
-		"attestation-subjects", "attestation-payload-sha256", "attestation-pae-header", "attestation")
+		"attestation-objects", "attestation-subjects", "attestation-payload-sha256", "attestation-pae-header", "attestation")
 	data, err := jcs.Transform([]byte(ex["receipt"]))
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +59,14 @@ func TestDocAttestationExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed, _ := hex.DecodeString(ex["signing-seed"])
-	env := mustAttest(t, r, ed25519.NewKeyFromSeed(seed))
+	env, err := Attest(r, docRendered(t, r, ex["attestation-objects"]), ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", "receipts", "doc-receipt-attested", "rendered-objects.json"))
+	if err != nil || !bytes.Equal(objs, mustCanonical(t, json.RawMessage(ex["attestation-objects"]))) {
+		t.Errorf("the conformance vector's rendered-objects.json is not the canonical JSON of example:attestation-objects (%v)", err)
+	}
 	if string(env) != ex["attestation"] {
 		t.Errorf("attestation file:\n%s\ndoc says:\n%s", env, ex["attestation"])
 	}

@@ -37,13 +37,13 @@ func TestNamedPipeRefused(t *testing.T) {
 	if err := syscall.Mkfifo(at, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := bounded(t, "Publish onto a named pipe", func() error { _, err := Publish(dir, r, nil); return err })
+	err := bounded(t, "Publish onto a named pipe", func() error { _, err := Publish(dir, r, nil, nil); return err })
 	if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("Publish onto a named pipe: %v (class %v), want invalid naming %s", err, fail.ClassOf(err), at)
 	}
 
 	dir = t.TempDir()
-	res, err := Publish(dir, r, nil)
+	res, err := Publish(dir, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

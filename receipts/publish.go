@@ -13,6 +13,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/internal/crashpoint"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/intoto"
 	"github.com/qinglong/kubectl-ql3/internal/safefile"
 )
 
@@ -43,7 +44,10 @@ type PublishResult struct {
 // Publish writes the sealed receipt r into dir as FileName(r) without ever
 // replacing a file, and, with a signer, its detached signature and its
 // attestation (AttestationName: in-toto in DSSE, docs/receipts.md §7)
-// beside it, in that order.
+// beside it, in that order. The attestation states rel, the release the
+// deployment applied, which a signer therefore requires; without a signer
+// there is neither signature nor attestation and rel is not used (no key,
+// no envelope: an unsigned attestation would prove nothing).
 //
 // Each file is written to a temporary file in dir, synced, then linked to
 // its final name (link(2) fails if the name exists) and the directory is
@@ -55,7 +59,7 @@ type PublishResult struct {
 // differing signature is fail.Tamper; the attestation likewise (another
 // key's attestation of this receipt: fail.Conflict). dir is created if
 // missing.
-func Publish(dir string, r *Receipt, signer ed25519.PrivateKey) (PublishResult, error) {
+func Publish(dir string, r *Receipt, signer ed25519.PrivateKey, rel *Rendered) (PublishResult, error) {
 	data, err := r.Bytes()
 	if err != nil {
 		return PublishResult{}, err
@@ -65,7 +69,7 @@ func Publish(dir string, r *Receipt, signer ed25519.PrivateKey) (PublishResult, 
 		if sig, err = Sign(r, signer); err != nil {
 			return PublishResult{}, err
 		}
-		if att, err = Attest(r, signer); err != nil {
+		if att, err = Attest(r, rel, signer); err != nil {
 			return PublishResult{}, err
 		}
 	}
@@ -101,7 +105,8 @@ func Publish(dir string, r *Receipt, signer ed25519.PrivateKey) (PublishResult, 
 
 // publishAttestation links the attestation att of the receipt r (file
 // bytes data) at path without replacing: an existing attestation of this
-// receipt by another key is fail.Conflict, anything else there fail.Tamper.
+// receipt by another key is fail.Conflict, anything else there (by this
+// key, stating another release) fail.Tamper.
 func publishAttestation(dir, path string, r *Receipt, data, att []byte) (bool, error) {
 	replayed, err := linkNew(dir, path, att)
 	if err == nil {
@@ -111,7 +116,8 @@ func publishAttestation(dir, path string, r *Receipt, data, att []byte) (bool, e
 	if !errors.As(err, &differs) {
 		return false, fmt.Errorf("publish attestation %q: %w", path, err)
 	}
-	if id, cerr := CheckAttestation(differs.existing, r, data, nil); cerr == nil {
+	ours, _ := intoto.Parse(att)
+	if id, _, cerr := CheckAttestation(differs.existing, r, data, nil); cerr == nil && id != ours.KeyID {
 		return false, fail.Errorf(fail.Conflict, "attestation %q already exists, by key %q; nothing was written", path, id)
 	}
 	return false, fail.Errorf(fail.Tamper, "attestation %q already exists and is not an attestation of this receipt; nothing was written", path)

@@ -34,7 +34,7 @@ func TestPublish(t *testing.T) {
 	r := newReceipt().sealed(t)
 	want := mustBytes(t, r)
 
-	res, err := Publish(dir, r, nil)
+	res, err := Publish(dir, r, nil, nil)
 	if err != nil || res.Replayed || res.Path != filepath.Join(dir, FileName(r)) || res.SignaturePath != "" {
 		t.Fatalf("first publish: %+v %v", res, err)
 	}
@@ -44,13 +44,13 @@ func TestPublish(t *testing.T) {
 	if fi, _ := os.Stat(res.Path); fi.Mode().Perm() != 0o644 {
 		t.Errorf("mode %v, want 0644", fi.Mode().Perm())
 	}
-	if res, err = Publish(dir, r, nil); err != nil || !res.Replayed {
+	if res, err = Publish(dir, r, nil, nil); err != nil || !res.Replayed {
 		t.Fatalf("replay: %+v %v", res, err)
 	}
 
 	// Signing later adds the signature without touching the receipt.
 	k := testKey(1)
-	if res, err = Publish(dir, r, k); err != nil || !res.Replayed || res.SignatureReplayed || res.SignaturePath != res.Path+".sig" {
+	if res, err = Publish(dir, r, k, fakeRendered(r)); err != nil || !res.Replayed || res.SignatureReplayed || res.SignaturePath != res.Path+".sig" {
 		t.Fatalf("add signature: %+v %v", res, err)
 	}
 	sig, _ := os.ReadFile(res.SignaturePath)
@@ -60,12 +60,12 @@ func TestPublish(t *testing.T) {
 	if got, _ := os.ReadFile(res.AttestationPath); !bytes.Equal(got, mustAttest(t, r, k)) {
 		t.Fatal("published attestation differs from Attest()")
 	}
-	if res, err = Publish(dir, r, k); err != nil || !res.Replayed || !res.SignatureReplayed || !res.AttestationReplayed {
+	if res, err = Publish(dir, r, k, fakeRendered(r)); err != nil || !res.Replayed || !res.SignatureReplayed || !res.AttestationReplayed {
 		t.Fatalf("signed replay: %+v %v", res, err)
 	}
 
 	// Another key's signature for the same receipt: conflict, unchanged.
-	if _, err = Publish(dir, r, testKey(2)); !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "already exists, by key") {
+	if _, err = Publish(dir, r, testKey(2), fakeRendered(r)); !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "already exists, by key") {
 		t.Fatalf("other signer: %v", err)
 	}
 	if got, _ := os.ReadFile(res.SignaturePath); !bytes.Equal(got, sig) {
@@ -77,7 +77,7 @@ func TestPublish(t *testing.T) {
 	if FileName(diverged) != FileName(r) {
 		t.Fatal("test receipts must share a name")
 	}
-	if _, err = Publish(dir, diverged, k); !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "history diverged") {
+	if _, err = Publish(dir, diverged, k, fakeRendered(diverged)); !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "history diverged") {
 		t.Fatalf("diverged: %v", err)
 	}
 	if got, _ := os.ReadFile(res.Path); !bytes.Equal(got, want) {
@@ -87,7 +87,7 @@ func TestPublish(t *testing.T) {
 	// A garbage signature file is tamper.
 	r2 := following(r, KindUpgrade, "3.1.0").sealed(t)
 	_ = os.WriteFile(filepath.Join(dir, FileName(r2)+".sig"), []byte("junk"), 0o644)
-	if _, err = Publish(dir, r2, k); !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "not a signature of this receipt") {
+	if _, err = Publish(dir, r2, k, fakeRendered(r2)); !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "not a signature of this receipt") {
 		t.Fatalf("junk signature: %v", err)
 	}
 
@@ -97,11 +97,11 @@ func TestPublish(t *testing.T) {
 	}
 
 	unsealed := newReceipt().r
-	if _, err := Publish(dir, &unsealed, nil); err == nil {
+	if _, err := Publish(dir, &unsealed, nil, nil); err == nil {
 		t.Fatal("published an unsealed receipt")
 	}
 	file := filepath.Join(dir, FileName(r))
-	if _, err := Publish(file, r, nil); !fail.Is(err, fail.Invalid) {
+	if _, err := Publish(file, r, nil, nil); !fail.Is(err, fail.Invalid) {
 		t.Fatalf("directory is a file: %v", err)
 	}
 }
@@ -135,7 +135,7 @@ func publishHelper(dir string) error {
 	if err := r.Seal(); err != nil {
 		return err
 	}
-	res, err := Publish(dir, &r, testKey(9))
+	res, err := Publish(dir, &r, testKey(9), fakeRendered(&r))
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func TestPublishConcurrent(t *testing.T) {
 		for i := range goroutines {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = Publish(dir, r, k)
+				results[i], errs[i] = Publish(dir, r, k, fakeRendered(r))
 			})
 		}
 		for _, stdin := range starts {

@@ -178,7 +178,7 @@ func TestRawHeadWriteBreaksTheAuditChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := receipts.Publish(p.alice.ReceiptsDir, r2, nil); err != nil {
+	if _, err := receipts.Publish(p.alice.ReceiptsDir, r2, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := receipts.Audit([]string{p.alice.ReceiptsDir}, receipts.AuditOptions{})

@@ -185,6 +185,20 @@ func ReceiptFromHead(h *Head) (*receipts.Receipt, error) {
 	return r, nil
 }
 
+// RenderedOf is the release rel as a receipt's attestation states it: its
+// render digest and each object's digest, in inventory order.
+func RenderedOf(rel *inventory.Release) (*receipts.Rendered, error) {
+	digests, err := rel.ObjectDigests()
+	if err != nil {
+		return nil, err
+	}
+	out := &receipts.Rendered{RenderDigest: rel.RenderDigest, Objects: make([]receipts.RenderedObject, len(digests))}
+	for i, d := range digests {
+		out.Objects[i] = receipts.RenderedObject{ID: rel.Inventory[i], Digest: d}
+	}
+	return out, nil
+}
+
 func (o *Options) receiptsDir(releaseDir string) string {
 	if o.ReceiptsDir != "" {
 		return o.ReceiptsDir

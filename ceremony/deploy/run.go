@@ -72,7 +72,7 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 		return nil, err
 	}
 	ours := head != nil && head.Transition.CommandDigest == rec.CommandDigest && head.Transition.PreflightDigest == rec.SelfDigest
-	if res, done, err := o.settledBefore(rdir, rec, head, ours, req.Resume); done {
+	if res, done, err := o.settledBefore(ld, rdir, rec, head, ours, req.Resume); done {
 		return res, err
 	}
 	if err := checkReceiptsDir(rdir); err != nil {
@@ -121,7 +121,7 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	}
 	crashpoint.At("after-commit")
 	o.say("commit: generation %d committed (%s %s)", committed.Generation, committed.Transition.Kind, committed.Current.Version)
-	return o.finish(committed, rdir, "committed")
+	return o.finish(committed, ld, rdir, "committed")
 }
 
 // loadPreflighted renders the release directory (the record's, unless
@@ -150,7 +150,7 @@ func (o *Options) loadPreflighted(req ApplyRequest) (*loaded, string, error) {
 // write (done): the preflight is committed already (a replay), or the Head
 // is applying it without resume (another apply), or resume finds the Head
 // applying something else (unless an earlier run committed this preflight).
-func (o *Options) settledBefore(rdir string, rec *PreflightRecord, head *Head, ours, resume bool) (*ApplyResult, bool, error) {
+func (o *Options) settledBefore(ld *loaded, rdir string, rec *PreflightRecord, head *Head, ours, resume bool) (*ApplyResult, bool, error) {
 	if s := supersededIn(head, rec); s != nil {
 		return nil, true, fail.Errorf(fail.Conflict, "head: generation %d (this preflight, %s %s) was superseded by generation %d (%s %s, %s) at %s: it will never be resumed or committed; run `kubectl ql3 head` for the Head now",
 			s.Generation, s.Kind, s.Version, head.Generation, head.Transition.Kind, head.Current.Version, head.Phase, s.At)
@@ -158,7 +158,7 @@ func (o *Options) settledBefore(rdir string, rec *PreflightRecord, head *Head, o
 	switch {
 	case ours && head.Phase == PhaseCommitted:
 		o.say("apply: preflight %s is already committed as generation %d: replay, no workload write", rec.SelfDigest, head.Generation)
-		res, err := o.finish(head, rdir, "replayed")
+		res, err := o.finish(head, ld, rdir, "replayed")
 		return res, true, err
 	case ours && !resume:
 		return nil, true, fail.Errorf(fail.Conflict, "head: generation %d is applying this very preflight under mutation %s: another apply is running, or died; if none is running, run `kubectl ql3 resume --preflight FILE`", head.Generation, head.Transition.MutationID)
@@ -479,13 +479,20 @@ func (o *Options) committedEarlier(rdir string, rec *PreflightRecord, head *Head
 	return nil, nil
 }
 
-// finish publishes (or verifies, or rebuilds) the receipt of a committed Head.
-func (o *Options) finish(h *Head, rdir, outcome string) (*ApplyResult, error) {
+// finish publishes (or verifies, or rebuilds) the receipt of a committed
+// Head, whose release ld is (with a signing key, its attestation states it).
+func (o *Options) finish(h *Head, ld *loaded, rdir, outcome string) (*ApplyResult, error) {
 	r, err := ReceiptFromHead(h)
 	if err != nil {
 		return nil, err
 	}
-	pub, err := receipts.Publish(rdir, r, o.SignKey)
+	var rel *receipts.Rendered
+	if o.SignKey != nil {
+		if rel, err = RenderedOf(ld.release); err != nil {
+			return nil, fmt.Errorf("receipt attestation: %w", err)
+		}
+	}
+	pub, err := receipts.Publish(rdir, r, o.SignKey, rel)
 	if err != nil {
 		return nil, fmt.Errorf("receipt: %w", err)
 	}

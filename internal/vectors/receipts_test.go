@@ -86,8 +86,40 @@ func receiptDigests(t *testing.T, dir string, opts receipts.AuditOptions) map[st
 	return out
 }
 
+// renderedSubjects recomputes the render subject and each object's
+// (docs/receipts.md §7.2) from rendered-objects.json beside the receipts,
+// the release's objects in inventory order, when there is one.
+func renderedSubjects(t *testing.T, dir, name string, out map[string]string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "rendered-objects.json"))
+	if err != nil {
+		return
+	}
+	var objs []json.RawMessage
+	if err := json.Unmarshal(data, &objs); err != nil {
+		t.Fatal(err)
+	}
+	out[name+"kubectl-ql3/render/v1"] = domainDigest("render", "v1", canonical(t, data))
+	for _, o := range objs {
+		var id struct {
+			APIVersion, Kind string
+			Metadata         struct{ Namespace, Name string }
+		}
+		if err := json.Unmarshal(o, &id); err != nil {
+			t.Fatal(err)
+		}
+		group, _, ok := strings.Cut(id.APIVersion, "/")
+		if !ok {
+			group = ""
+		}
+		key := strings.Join([]string{group, id.Kind, id.Metadata.Namespace, id.Metadata.Name}, "/")
+		out[name+"kubectl-ql3/object/v1/"+key] = domainDigest("object", "v1", canonical(t, o))
+	}
+}
+
 // attestationDigests recomputes, for each attestation beside its receipt,
-// its two subjects (docs/receipts.md §7.2) from the receipt file, and
+// its subjects (docs/receipts.md §7.2) from the receipt file and the
+// rendered objects, and
 // checks what §7.3 asks with encoding/json, jcs and crypto/ed25519 alone:
 // the payload's subjects and predicate, and the signature over the
 // pre-authentication encoding written out.
@@ -114,6 +146,12 @@ func attestationDigests(t *testing.T, dir string, opts receipts.AuditOptions, ou
 		name := filepath.Base(path) + " subject "
 		out[name+rname] = plainSHA256(rdata)
 		out[name+"kubectl-ql3/inventory/v1"] = out[rname+" inventoryDigest"]
+		var rec struct{ Deployment struct{ LockDigest string } }
+		if err := json.Unmarshal(rdata, &rec); err != nil {
+			t.Fatal(err)
+		}
+		out[name+"kubectl-ql3/lock/v1"] = rec.Deployment.LockDigest
+		renderedSubjects(t, dir, name, out)
 		var st struct {
 			Predicate json.RawMessage
 			Subject   []struct {
@@ -168,7 +206,19 @@ func codeReceiptDigests(t *testing.T, rep *receipts.Report, opts receipts.AuditO
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range receipts.AttestationSubjects(row.Receipt, data) {
+		env, err := os.ReadFile(att)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rel, err := receipts.CheckAttestation(env, row.Receipt, data, opts.TrustedKeys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs, err := receipts.AttestationSubjects(row.Receipt, data, rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range subs {
 			out[filepath.Base(att)+" subject "+s.Name] = "sha256:" + s.SHA256
 		}
 	}

@@ -35,6 +35,7 @@ const (
 	DomainHead            = "head"
 	DomainReceipt         = "receipt"
 	DomainRetiredObject   = "retired-object"
+	DomainObject          = "object"
 )
 
 // DigestPrefix is prepended to every digest's hex value.
@@ -80,6 +81,17 @@ func CanonicalizeJSON(raw []byte) ([]byte, error) {
 		return nil, fmt.Errorf("canonical json: %w", err)
 	}
 	return out, nil
+}
+
+// DigestInput is the exact bytes DigestOf(domain, v) hashes: the domain's
+// header "kubectl-ql3/" + domain + "/v1", a zero byte, then Canonical(v).
+// Its plain SHA-256 is the digest's hex (an attestation subject's file).
+func DigestInput(domain string, v any) ([]byte, error) {
+	c, err := Canonical(v)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte("kubectl-ql3/"+domain+"/v1\x00"), c...), nil
 }
 
 // DigestOf is DigestBytes(domain, Canonical(v)).

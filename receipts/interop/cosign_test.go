@@ -92,7 +92,11 @@ func TestCosignVerifiesAttestation(t *testing.T) {
 	dir, keys := t.TempDir(), t.TempDir()
 	key, pub := signer(t, keys, 1)
 	_, otherPub := signer(t, keys, 2)
-	res, err := receipts.Publish(dir, r, key)
+	rel := &receipts.Rendered{RenderDigest: r.Deployment.LockDigest}
+	for _, id := range r.Inventory {
+		rel.Objects = append(rel.Objects, receipts.RenderedObject{ID: id, Digest: r.Deployment.InventoryDigest})
+	}
+	res, err := receipts.Publish(dir, r, key, rel)
 	if err != nil || res.AttestationPath == "" {
 		t.Fatalf("publish: %+v %v", res, err)
 	}

@@ -1,0 +1,1 @@
+{"keyId":"sha256:06e3fd8fda29bb60ab59557de61edb0aecdb231134be30e75b455f8e1b792fa9","receiptDigest":"sha256:975e41a4d59a28e521e74291b8be1f1f9b5661881a168839cf7b307418f2764c","schema":"qinglong/receipt-signature@v1","signature":"40K2Mb7zvTjBJP14mf1eai0tSUoqhoLKkHoI3lWqS9jDa0IlAPAT1rLPllqr/5D5sZHaLZDoSHrhCGpbGiKnBw=="}
