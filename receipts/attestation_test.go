@@ -107,3 +107,29 @@ func TestPublishAttestationNoReplace(t *testing.T) {
 		})
 	}
 }
+
+// No key, no envelope: an unsigned publish writes the receipt alone (an
+// attestation nobody signed would prove nothing); a signer without the
+// release the deployment applied is refused before anything is written.
+func TestUnsignedReceiptHasNoAttestation(t *testing.T) {
+	dir := t.TempDir()
+	r := newReceipt().sealed(t)
+	res, err := Publish(dir, r, nil, fakeRendered(r))
+	if err != nil || res.SignaturePath != "" || res.AttestationPath != "" {
+		t.Fatalf("unsigned publish: %+v %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, AttestationName(r))); !os.IsNotExist(err) {
+		t.Fatalf("an unsigned receipt got an attestation: %v", err)
+	}
+	other := t.TempDir()
+	if _, err := Publish(other, r, testKey(1), nil); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "the rendered release it applied is required") {
+		t.Fatalf("signed publish without the release: %v", err)
+	}
+	if entries, _ := os.ReadDir(other); len(entries) != 0 {
+		t.Fatalf("a refused publish wrote %v", entries)
+	}
+	rep := mustAudit(t, []string{dir}, AuditOptions{})
+	if !rep.OK() || rep.Receipts[0].Attestation != "" {
+		t.Fatalf("audit of an unsigned receipt: %+v", rep.Receipts)
+	}
+}

@@ -7,12 +7,9 @@ package interop_test
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,31 +20,11 @@ import (
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
-// cosignBin is bin/tools/cosign; without it the test fails: run `make tools`.
-func cosignBin(t *testing.T) string {
-	t.Helper()
-	root, err := testkit.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(root, "bin", "tools", "cosign")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("cosign: %v; run `make tools` (it builds the pinned cosign into bin/tools)", err)
-	}
-	return p
-}
-
 // verify runs `cosign verify-blob-attestation` offline and returns its
 // output and exit code.
 func verify(t *testing.T, pub, typ, envelope, subject string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(cosignBin(t), "verify-blob-attestation", "--key", pub, "--type", typ,
-		"--signature", envelope, "--insecure-ignore-tlog=true", subject)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HOME="+home, "TUF_ROOT="+filepath.Join(home, "tuf"),
-		"HTTPS_PROXY=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "NO_PROXY=", "https_proxy=http://127.0.0.1:1", "http_proxy=http://127.0.0.1:1", "no_proxy=")
-	out, errOut, code := testkit.Run(t, cmd)
-	return out + errOut, code
+	return testkit.CosignVerifyAttestation(t, pub, typ, envelope, subject)
 }
 
 // signer is a fixed Ed25519 key (seed byte b repeated) and its public key
@@ -55,15 +32,7 @@ func verify(t *testing.T, pub, typ, envelope, subject string) (string, int) {
 func signer(t *testing.T, dir string, b byte) (ed25519.PrivateKey, string) {
 	t.Helper()
 	k := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{b}, ed25519.SeedSize))
-	der, err := x509.MarshalPKIXPublicKey(k.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := filepath.Join(dir, string('a'+b%26)+".pub")
-	if err := os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return k, pub
+	return k, testkit.PublicKeyFile(t, filepath.Join(dir, string('a'+b%26)+".pub"), k)
 }
 
 func write(t *testing.T, path string, data []byte) string {
