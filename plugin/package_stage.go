@@ -123,6 +123,9 @@ func (o *packageStageOptions) Run() error {
 	if _, err := stagelayout.AttachReceipt(o.layout, staged, signed, staged.Manifest, staged.Evidence.LockDigest); err != nil {
 		return err
 	}
+	if _, err := stagelayout.AttachAttestation(o.layout, staged, signed, key); err != nil {
+		return err
+	}
 	return printStaged(o.streams.Out, o.output, StagedReport{Layout: o.layout, Evidence: staged.Evidence})
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/package/pointer"
 	"github.com/qinglong/kubectl-ql3/ceremony/package/stagelayout"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 	"github.com/qinglong/kubectl-ql3/plugin"
 )
 
@@ -65,8 +66,21 @@ func TestCLIPackageStageJourney(t *testing.T) {
 	}
 	var index stagelayout.Index
 	data, _ := os.ReadFile(filepath.Join(layout, "index.json"))
-	if err := json.Unmarshal(data, &index); err != nil || len(index.Manifests) != 2 {
-		t.Fatalf("index.json: %v, %d descriptors, want the manifest and its receipt", err, len(index.Manifests))
+	if err := json.Unmarshal(data, &index); err != nil || len(index.Manifests) != 3 || index.Manifests[2].ArtifactType != stagelayout.ArtifactTypeAttestation {
+		t.Fatalf("index.json: %v, %+v, want the manifest, its receipt and its attestation", err, index.Manifests)
+	}
+	// cosign verifies the stage attestation with the stage's public key
+	// against the very bundle and lock files staged.
+	var att stagelayout.Manifest
+	data, _ = os.ReadFile(filepath.Join(layout, "blobs", "sha256", index.Manifests[2].Digest.Encoded()))
+	if err := json.Unmarshal(data, &att); err != nil || len(att.Layers) != 1 {
+		t.Fatalf("attestation manifest: %v %+v", err, att)
+	}
+	env := filepath.Join(layout, "blobs", "sha256", att.Layers[0].Digest.Encoded())
+	for _, f := range []string{bundle, lock} {
+		if out, code := testkit.CosignVerifyAttestation(t, pub, stagelayout.PredicateType, env, f); code != 0 || !strings.Contains(out, "Verified OK") {
+			t.Fatalf("cosign refused the stage attestation for %s: exit %d\n%s", f, code, out)
+		}
 	}
 
 	args := []string{"--layout", layout, "--trusted-key", pub, "--allow-ref", pkgRepo}

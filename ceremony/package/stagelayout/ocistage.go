@@ -194,6 +194,10 @@ func (v *Verifier) Read(ref, receiptHint string) (Evidence, error) {
 	if len(diff) > 0 {
 		return Evidence{}, conflictf("stage receipt %s does not describe manifest %s: %s", rd, manifestDigest, strings.Join(diff, "; "))
 	}
+	// 5. Every stage attestation of the manifest verifies.
+	if err := v.attestations(l, md, ev); err != nil {
+		return Evidence{}, err
+	}
 	return ev, nil
 }
 

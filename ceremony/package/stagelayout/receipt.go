@@ -65,6 +65,9 @@ func (s *Statement) Sign(key ed25519.PrivateKey) ([]byte, error) {
 	return canon.Canonical(s)
 }
 
+// canonical is the statement blob's bytes: its canonical JSON.
+func (s Statement) canonical() ([]byte, error) { return canon.Canonical(s) }
+
 // ParseStatement reads a stage receipt blob strictly: one JSON object with
 // exactly the Statement members, all strings, the schema exact, the
 // digests and reference well-formed and a 64-byte signature. Errors are

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"os"
 	"path/filepath"
 
 	"github.com/opencontainers/go-digest"
@@ -55,6 +56,13 @@ type Spec struct {
 	BreakSignature bool
 	// NoReceipt writes no stage receipt.
 	NoReceipt bool
+	// Attester, when set, attests the stage after its receipt
+	// (stagelayout.AttachAttestation), as `kubectl ql3 package stage`
+	// does with its key.
+	Attester ed25519.PrivateKey
+	// AttestStatement, when set, edits the statement the attestation
+	// carries (signed again by Signer) and leaves the receipt's alone.
+	AttestStatement func(*stagelayout.Statement)
 }
 
 // Stage is a written layout and what it proves.
@@ -64,7 +72,8 @@ type Stage struct {
 	ReceiptDigest  string
 	Evidence       stagelayout.Evidence
 	// Blobs maps each part to its blob path: "config", "lock", "bundle",
-	// "manifest", "receipt", "statement".
+	// "manifest", "receipt", "statement", and "attestation" (the envelope)
+	// when attested.
 	Blobs map[string]string
 }
 
@@ -129,7 +138,31 @@ func Write(dir string, spec Spec) (*Stage, error) {
 	s.Evidence.StageReceiptDigest = string(rd.Digest)
 	s.Blobs["receipt"] = blobFile(dir, rd)
 	s.Blobs["statement"] = filepath.Join(dir, "blobs", "sha256", digest.FromBytes(blob).Encoded())
+	if spec.Attester != nil {
+		if spec.AttestStatement != nil {
+			other := st.Statement()
+			spec.AttestStatement(&other)
+			if blob, err = other.Sign(spec.Signer); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := stagelayout.AttachAttestation(dir, st, blob, spec.Attester); err != nil {
+			return nil, err
+		}
+		s.Blobs["attestation"] = envelopeFile(dir)
+	}
 	return s, nil
+}
+
+// envelopeFile is the blob of the last attestation's envelope in dir.
+func envelopeFile(dir string) string {
+	var ix stagelayout.Index
+	data, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+	_ = json.Unmarshal(data, &ix)
+	var m stagelayout.Manifest
+	data, _ = os.ReadFile(blobFile(dir, ix.Manifests[len(ix.Manifests)-1]))
+	_ = json.Unmarshal(data, &m)
+	return blobFile(dir, m.Layers[0])
 }
 
 func (spec Spec) withDefaults() Spec {
