@@ -91,7 +91,7 @@ func load(t *testing.T, format string) manifest {
 		default:
 			t.Errorf("%s/%s: verdict %q with rule %q and class %d", format, v.Name, v.Verdict, v.Rule, v.Class)
 		}
-		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations, v.Carrier, v.Fleet, v.Parameters["trustedKey"], v.Parameters["keysetSecret"]} {
+		for _, f := range []string{v.Input, v.Previous, v.Ledger, v.Output, v.Annotations, v.Carrier, v.Fleet, v.Parameters["trustedKey"], v.Parameters["keysetSecret"], v.Parameters["release"]} {
 			if f != "" {
 				used[filepath.ToSlash(strings.SplitN(f, "/", 2)[0])] = true
 			}

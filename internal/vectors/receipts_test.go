@@ -12,7 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -31,6 +34,9 @@ func TestReceiptsVectors(t *testing.T) {
 			if opts.TrustedKeys, err = receipts.LoadTrustedKeys([]string{abs(t, "receipts", k)}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if r := v.Parameters["release"]; r != "" {
+			opts.Release = releaseDigests(abs(t, "receipts", r))
 		}
 		dir := abs(t, "receipts", v.Input)
 		rep, err := receipts.Audit([]string{dir}, opts)
@@ -52,7 +58,33 @@ func auditReasons(rep *receipts.Report) string {
 			out = append(out, row.File+": "+r)
 		}
 	}
-	return strings.Join(append(out, rep.Chain.Reasons...), "; ")
+	out = append(out, rep.Chain.Reasons...)
+	if rep.Release != nil {
+		out = append(out, rep.Release.Reasons...)
+	}
+	return strings.Join(out, "; ")
+}
+
+// releaseDigests is what `receipt audit --release dir` compares: the
+// release rendered offline, verified against its lock, and its render and
+// object digests.
+func releaseDigests(dir string) func() (receipts.ReleaseDigests, error) {
+	return func() (receipts.ReleaseDigests, error) {
+		rel, lock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), dir, inventory.Options{})
+		if err != nil {
+			return receipts.ReleaseDigests{}, err
+		}
+		lockDigest, err := lock.Digest()
+		if err != nil {
+			return receipts.ReleaseDigests{}, err
+		}
+		digests, err := rel.ObjectDigests()
+		rendered := &receipts.Rendered{RenderDigest: rel.RenderDigest}
+		for i, d := range digests {
+			rendered.Objects = append(rendered.Objects, receipts.RenderedObject{ID: rel.Inventory[i], Digest: d})
+		}
+		return receipts.ReleaseDigests{Version: lock.Release.Version, LockDigest: lockDigest, InventoryDigest: rel.InventoryDigest, Rendered: rendered}, err
+	}
 }
 
 // receiptDigests recomputes §2.2 and §2.4 from each receipt file's bytes,

@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/gowebpki/jcs"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/testkit"
+	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -39,13 +41,14 @@ type receiptVector struct {
 	Verdict    string            `json:"verdict"`
 }
 
-// expectedSubjects are the sha256 digests a verifier holding the worked
-// receipt and the release it applied computes (docs/receipts.md §7.2),
+// expectedSubjects are the sha256 digests a verifier holding the receipt
+// and the release it applied computes (docs/receipts.md §7.2),
 // independently of the attestation: the receipt file's bytes, the
 // inventory and lock digests the receipt states, and the render and
-// object digests of the release's objects (doc-receipt-attested's
-// rendered-objects.json), each as cosign's --digest.
-func expectedSubjects(t *testing.T, vectors, receiptFile string) []string {
+// object subjects' files — from the vector's release as `render --subject`
+// writes them, or else from the worked example's objects
+// (doc-receipt-attested/rendered-objects.json) — each as cosign's --digest.
+func expectedSubjects(t *testing.T, vectors, receiptFile, release string) []string {
 	t.Helper()
 	data, err := os.ReadFile(receiptFile)
 	if err != nil {
@@ -58,6 +61,20 @@ func expectedSubjects(t *testing.T, vectors, receiptFile string) []string {
 		t.Fatal(err)
 	}
 	out := []string{plain(data), r.Deployment.InventoryDigest, r.Deployment.LockDigest}
+	if release != "" {
+		rel, _, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), filepath.Join(vectors, release), inventory.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := [][]byte{must(t)(rel.RenderInput())}
+		for i := range rel.Inventory {
+			files = append(files, must(t)(rel.ObjectInput(i)))
+		}
+		for _, f := range files {
+			out = append(out, plain(f))
+		}
+		return out
+	}
 	objs, err := os.ReadFile(filepath.Join(vectors, "doc-receipt-attested", "rendered-objects.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +94,16 @@ func expectedSubjects(t *testing.T, vectors, receiptFile string) []string {
 	return out
 }
 
+func must(t *testing.T) func([]byte, error) []byte {
+	return func(b []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
 func plain(data []byte) string {
 	sum := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -88,7 +115,7 @@ func domain(d string, data []byte) string {
 
 // cosignVerdict is "accept" when cosign verifies every attestation of dir
 // that has its receipt beside it, for every subject a verifier expects.
-func cosignVerdict(t *testing.T, vectors, dir, pub string) string {
+func cosignVerdict(t *testing.T, vectors, dir, release, pub string) string {
 	t.Helper()
 	atts, _ := filepath.Glob(filepath.Join(dir, "*"+receipts.AttestationSuffix))
 	for _, att := range atts {
@@ -96,7 +123,7 @@ func cosignVerdict(t *testing.T, vectors, dir, pub string) string {
 		if _, err := os.Stat(rf); err != nil {
 			continue // an orphan: no artifact to give cosign
 		}
-		for _, d := range expectedSubjects(t, vectors, rf) {
+		for _, d := range expectedSubjects(t, vectors, rf, release) {
 			if out, code := testkit.CosignVerifyAttestation(t, pub, receipts.PredicateType, att, d); code != 0 || !strings.Contains(out, "Verified OK") {
 				t.Logf("cosign refuses %s for %s: %s", filepath.Base(att), d, lastLine(out))
 				return "reject"
@@ -143,7 +170,7 @@ func TestAuditAgreesWithCosign(t *testing.T) {
 			if audit != v.Verdict {
 				t.Fatalf("audit %s, vectors.json says %s", audit, v.Verdict)
 			}
-			cosign := cosignVerdict(t, vectors, dir, pub)
+			cosign := cosignVerdict(t, vectors, dir, v.Parameters["release"], pub)
 			why, beyond := beyondCosign[v.Name]
 			switch {
 			case audit == cosign && beyond:
@@ -177,7 +204,11 @@ func auditVerdict(t *testing.T, dir string, v receiptVector, pub string) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := receipts.Audit([]string{dir}, receipts.AuditOptions{TrustedKeys: keys, BaseGeneration: base})
+	opts := receipts.AuditOptions{TrustedKeys: keys, BaseGeneration: base}
+	if r := v.Parameters["release"]; r != "" {
+		opts.Release = releaseDigests(filepath.Join(filepath.Dir(dir), r))
+	}
+	rep, err := receipts.Audit([]string{dir}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,4 +216,24 @@ func auditVerdict(t *testing.T, dir string, v receiptVector, pub string) string 
 		return "accept"
 	}
 	return "reject"
+}
+
+// releaseDigests is what `receipt audit --release dir` compares.
+func releaseDigests(dir string) func() (receipts.ReleaseDigests, error) {
+	return func() (receipts.ReleaseDigests, error) {
+		rel, lock, err := inventory.LoadRelease(filesys.MakeFsOnDisk(), dir, inventory.Options{})
+		if err != nil {
+			return receipts.ReleaseDigests{}, err
+		}
+		lockDigest, err := lock.Digest()
+		if err != nil {
+			return receipts.ReleaseDigests{}, err
+		}
+		digests, err := rel.ObjectDigests()
+		rendered := &receipts.Rendered{RenderDigest: rel.RenderDigest}
+		for i, d := range digests {
+			rendered.Objects = append(rendered.Objects, receipts.RenderedObject{ID: rel.Inventory[i], Digest: d})
+		}
+		return receipts.ReleaseDigests{Version: lock.Release.Version, LockDigest: lockDigest, InventoryDigest: rel.InventoryDigest, Rendered: rendered}, err
+	}
 }

@@ -1,0 +1,1 @@
+{"keyId":"sha256:06e3fd8fda29bb60ab59557de61edb0aecdb231134be30e75b455f8e1b792fa9","receiptDigest":"sha256:5cdd26513b1f74ade2ae93977440072c5feacfefa5cef7c1097872b06dfef016","schema":"qinglong/receipt-signature@v1","signature":"VZuZCHlkGjtGNuI8BETxKGNegWF54ja0k0qLZdw5pBVMb06YxPFS9V7XZHNolQemUTcvWehiLFSZSbbgxQUUAw=="}
