@@ -73,6 +73,7 @@ func TestFlagValueNamesInHelp(t *testing.T) {
 		{[]string{"apply", "--help"}, []string{"--preflight FILE", "--receipts-dir DIR", "--sign-key FILE"}},
 		{[]string{"rollback", "--help"}, []string{"--expected-head TOKEN", "--out FILE"}},
 		{[]string{"lock", "--help"}, []string{"--version VERSION", "--cluster-identity DIGEST"}},
+		{[]string{"render", "--help"}, []string{"--subject NAME"}},
 		{[]string{"rbac", "--help"}, []string{"--bind-user NAME", "--bind-group NAME"}},
 		{[]string{"receipt", "audit", "--help"}, []string{"--release DIR", "--trusted-key FILE", "--from-generation N"}},
 		{[]string{"head", "--help"}, []string{"-o, --output FORMAT"}},

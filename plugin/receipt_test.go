@@ -261,6 +261,12 @@ func TestReceiptAuditReleaseSubjects(t *testing.T) {
 		}
 	}
 
+	for _, bad := range [][]string{{"--subject", "kubectl-ql3/object/v1//Namespace//nowhere"}, {"--subject", receipts.RenderSubject, "-o", "json"}} {
+		if _, errOut, code := run(t, nil, append([]string{"render", rel}, bad...)...); code != 2 || !strings.Contains(errOut, "--subject") {
+			t.Errorf("render %v: exit %d, want 2 naming --subject: %s", bad, code, errOut)
+		}
+	}
+
 	for _, c := range []struct {
 		name, want string
 		change     func(*receipts.Rendered)

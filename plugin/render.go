@@ -98,7 +98,7 @@ Offline: kinds resolve through a built-in table and the release's CRDs unless
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputUsage())
 	cmd.Flags().BoolVar(&o.inventory, "inventory", false, "print the inventory, roles, images and digests instead of the objects")
-	cmd.Flags().StringVar(&o.subject, "subject", "", "write the exact bytes of this deployment attestation subject (kubectl-ql3/render/v1, kubectl-ql3/lock/v1, kubectl-ql3/inventory/v1, kubectl-ql3/object/v1/GROUP/KIND/NAMESPACE/NAME)")
+	cmd.Flags().StringVar(&o.subject, "subject", "", "write the exact bytes of the deployment attestation subject `NAME` (kubectl-ql3/render/v1, kubectl-ql3/lock/v1, kubectl-ql3/inventory/v1, kubectl-ql3/object/v1/GROUP/KIND/NAMESPACE/NAME) instead of the objects")
 	o.secrets.add(cmd.Flags())
 	registerOutputCompletion(cmd)
 	return cmd
