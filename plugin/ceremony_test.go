@@ -30,7 +30,9 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/faults"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 	"github.com/qinglong/kubectl-ql3/plugin"
+	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
 var nsSerial atomic.Int64
@@ -492,6 +494,19 @@ func TestSignedReceipts(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustRun(t, nil, "receipt", "audit", rdir, "--trusted-key", pub, "-o", "json")), &rep); err != nil ||
 		len(rep.Receipts) != 1 || rep.Receipts[0].Attestation != "verified" {
 		t.Fatalf("audit -o json: %+v %v", rep, err)
+	}
+	// The commands a verifier runs: the release as applied, written by
+	// render --subject, is a subject cosign verifies with the receipt's
+	// public key; the audit against the release agrees.
+	render := filepath.Join(work, "release.render")
+	if err := os.WriteFile(render, []byte(mustRun(t, nil, "render", dir, "--subject", receipts.RenderSubject)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := testkit.CosignVerifyAttestation(t, pub, receipts.PredicateType, atts[0], render); code != 0 || !strings.Contains(out, "Verified OK") {
+		t.Fatalf("cosign verify-blob-attestation of the rendered release: exit %d\n%s", code, out)
+	}
+	if out := mustRun(t, nil, "receipt", "audit", rdir, "--trusted-key", pub, "--release", dir); !strings.Contains(out, "release: ok") {
+		t.Fatalf("audit --release:\n%s", out)
 	}
 	env, err := os.ReadFile(atts[0])
 	if err != nil {
