@@ -35,6 +35,16 @@ func signer(t *testing.T, dir string, b byte) (ed25519.PrivateKey, string) {
 	return k, testkit.PublicKeyFile(t, filepath.Join(dir, string('a'+b%26)+".pub"), k)
 }
 
+// madeUpRelease states r's inventory with made-up render and object
+// digests: the interop test publishes without rendering.
+func madeUpRelease(r *receipts.Receipt) *receipts.Rendered {
+	rel := &receipts.Rendered{RenderDigest: r.Deployment.LockDigest}
+	for _, id := range r.Inventory {
+		rel.Objects = append(rel.Objects, receipts.RenderedObject{ID: id, Digest: r.Deployment.InventoryDigest})
+	}
+	return rel
+}
+
 func write(t *testing.T, path string, data []byte) string {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -61,11 +71,7 @@ func TestCosignVerifiesAttestation(t *testing.T) {
 	dir, keys := t.TempDir(), t.TempDir()
 	key, pub := signer(t, keys, 1)
 	_, otherPub := signer(t, keys, 2)
-	rel := &receipts.Rendered{RenderDigest: r.Deployment.LockDigest}
-	for _, id := range r.Inventory {
-		rel.Objects = append(rel.Objects, receipts.RenderedObject{ID: id, Digest: r.Deployment.InventoryDigest})
-	}
-	res, err := receipts.Publish(dir, r, key, rel)
+	res, err := receipts.Publish(dir, r, key, madeUpRelease(r))
 	if err != nil || res.AttestationPath == "" {
 		t.Fatalf("publish: %+v %v", res, err)
 	}
