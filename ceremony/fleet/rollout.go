@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/fleetfile"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/safefile"
+	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
 	"github.com/qinglong/kubectl-ql3/receipts/rollout"
 )
@@ -31,19 +35,50 @@ func (o *Options) prove(f *fleetfile.Fleet, pt plan.Target, head *deploy.Head) (
 		return nil, err
 	}
 	ft, _ := f.Target(pt.Name)
-	pub, err := receipts.Publish(o.receipts(f, ft), r, o.Deploy.SignKey)
-	if err != nil {
-		return nil, fmt.Errorf("target %s: receipt: %w", pt.Name, err)
-	}
 	data, err := r.Bytes()
 	if err != nil {
 		return nil, err
 	}
+	dir := o.receipts(f, ft)
+	path := filepath.Join(dir, receipts.FileName(r))
+	if old, err := safefile.ReadRegular(path, receipts.MaxFileSize); err != nil || !bytes.Equal(old, data) {
+		if path, err = o.publish(f, ft, r); err != nil {
+			return nil, fmt.Errorf("target %s: receipt: %w", pt.Name, err)
+		}
+	}
 	sum := sha256.Sum256(data)
 	return &proof{
-		ref:      &rollout.Ref{Path: pt.Name + "/" + filepath.Base(pub.Path), Digest: r.SelfDigest, SHA256: hex.EncodeToString(sum[:])},
+		ref:      &rollout.Ref{Path: pt.Name + "/" + filepath.Base(path), Digest: r.SelfDigest, SHA256: hex.EncodeToString(sum[:])},
 		approval: r.Approval,
 	}, nil
+}
+
+// publish writes target t's receipt r, missing from its receipts
+// directory; signed, its attestation needs the release as applied
+// (receipts.Rendered), so the target's release is loaded (from the render
+// cache when it holds it) and must be the inventory the Head committed.
+func (o *Options) publish(f *fleetfile.Fleet, t fleetfile.Target, r *receipts.Receipt) (string, error) {
+	var rendered *receipts.Rendered
+	if o.Deploy.SignKey != nil {
+		tg, err := o.open(f, t)
+		if err != nil {
+			return "", err
+		}
+		opts := o.Deploy.Inventory
+		opts.Mapper = tg.cl.Mapper()
+		rel, _, _, err := inventory.LoadReleaseCached(o.Deploy.FS, f.Path(t.Release), opts, o.Deploy.RenderCache)
+		if err != nil {
+			return "", fmt.Errorf("the release, to attest the receipt: %w", err)
+		}
+		if rel.InventoryDigest != r.Deployment.InventoryDigest {
+			return "", fail.Errorf(fail.Conflict, "release %s renders inventory %s, the Head committed %s: restore the release the plan applied to attest its receipt", t.Release, rel.InventoryDigest, r.Deployment.InventoryDigest)
+		}
+		if rendered, err = deploy.RenderedOf(rel); err != nil {
+			return "", err
+		}
+	}
+	pub, err := receipts.Publish(o.receipts(f, t), r, o.Deploy.SignKey, rendered)
+	return pub.Path, err
 }
 
 // writeRollout publishes the rollout receipt of the run rep of plan p
