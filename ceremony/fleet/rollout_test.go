@@ -99,6 +99,18 @@ func TestFleetRollout(t *testing.T) {
 	}
 	r := wantRollout(t, rep, keys, rollout.OutcomeDone, states)
 	tamperRollout(t, filepath.Join(f.Dir, "receipts"), rep.Rollout, r, keys)
+	// A target's receipts lost (written elsewhere): the rerun rebuilds its
+	// receipt from the Head it reads back, signed and attested with its
+	// release, and the rollout receipt proves it again.
+	lost := filepath.Join(f.Dir, "receipts", b.targets[5].name)
+	if err := os.RemoveAll(lost); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = fleet.Apply(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir})
+	if err != nil {
+		t.Fatalf("apply after %s's receipts were lost: %v", b.targets[5].name, err)
+	}
+	wantRollout(t, rep, keys, rollout.OutcomeDone, states)
 }
 
 // rollOut locks, preflights and applies f at version, and wants every
