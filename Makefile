@@ -55,11 +55,12 @@ unit: ## the tests that need no cluster
 demo: build controlplane ## lock -> preflight -> apply -> receipt audit against a local control plane
 	hack/demo.sh
 
-bench: build controlplane bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp (without and with waiting until Current) and a raw SSA loop, and Go benchmarks; writes bench.json (docs/performance.md)
+bench: build controlplane node bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp (without and with waiting until Current) and a raw SSA loop, and Go benchmarks; writes bench.json (docs/performance.md)
 	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/deploy/
 	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl \
 	  -helm $(TOOLS)/helm -kapp $(TOOLS)/kapp -out bench.json -table bench.md
 	go run ./hack/bench fleet -plugin $(PLUGIN) -out bench-fleet.json -table bench-fleet.md
+	go run ./hack/bench node -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl -out bench-node.json
 
 bench-peers: ## helm and kapp, pinned, into bin/tools (only make bench needs them)
 	GOBIN=$(TOOLS) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
