@@ -183,7 +183,7 @@ func readPlan(path string) (*plan.Plan, error) {
 func newCmdFleet(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fleet",
-		Short: "Roll a release out to many clusters in waves: lock, preflight, apply, status, rollback (docs/fleet.md)",
+		Short: "Roll a release out to many clusters in waves: lock, preflight, apply, status, rollback, job (docs/fleet.md)",
 		Long: `A fleet file names targets (a control namespace on a cluster, reached through
 a kubeconfig and context, with its release directory) and ordered waves that
 select them (docs/fleet.md). Each target moves by the ordinary ceremony through
