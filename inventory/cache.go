@@ -109,7 +109,11 @@ func StoreRender(cache *rendercache.Cache, r *Release) error {
 			return errInexact
 		}
 	}
-	key, err := rendercache.Key(r.SourceDigest, cache.Build)
+	src, err := cacheSourceKey(r.SourceDigest, r.Helm)
+	if err != nil {
+		return err
+	}
+	key, err := rendercache.Key(src, cache.Build)
 	if err != nil {
 		return err
 	}
@@ -148,7 +152,11 @@ func fromCache(fsys filesys.FileSystem, dir string, opts Options, l *Lock, cache
 	if files == nil {
 		return nil, reason
 	}
-	key, err := rendercache.Key(l.Source.Digest, cache.Build)
+	src, err := cacheSourceKey(l.Source.Digest, l.Helm)
+	if err != nil {
+		return nil, err.Error()
+	}
+	key, err := rendercache.Key(src, cache.Build)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -179,6 +187,9 @@ func fromCache(fsys filesys.FileSystem, dir string, opts Options, l *Lock, cache
 	}
 	r.Sources = slices.Clone(l.Source.Files)
 	r.SourceDigest = l.Source.Digest
+	// The key bound the helm section: the entry was stored from a fresh
+	// render whose section is this one.
+	r.Helm = l.Helm.clone()
 	if len(r.Images) == 0 {
 		r.Images = []string{}
 	}

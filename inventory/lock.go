@@ -42,6 +42,8 @@ type Lock struct {
 	Images  []string    `json:"images" yaml:"images"`
 	Source  LockSource  `json:"source" yaml:"source"`
 	Render  LockRender  `json:"render" yaml:"render"`
+	// Helm is present only for a release that renders Helm charts.
+	Helm *LockHelm `json:"helm,omitempty" yaml:"helm,omitempty"`
 }
 
 // LockRelease is the release a lock binds.
@@ -188,6 +190,8 @@ func checkShape(v any, t reflect.Type, path string, errs *[]FieldError) {
 		*errs = append(*errs, FieldError{Field: orRoot(path), Detail: fmt.Sprintf("want %s, got %s", want, jsonKind(v))})
 	}
 	switch t.Kind() {
+	case reflect.Pointer:
+		checkShape(v, t.Elem(), path, errs)
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -278,6 +282,7 @@ func (l *Lock) validate() []FieldError {
 	l.validateImages(&c)
 	l.validateSource(&c)
 	l.validateRender(&c)
+	l.validateHelm(&c)
 	return c.errs
 }
 

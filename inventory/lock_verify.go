@@ -77,6 +77,7 @@ func NewLock(r *Release, version, clusterIdentity, toolVersion string) (*Lock, e
 			SecretValuesCovered: r.SecretValuesCovered,
 			Inventory:           slices.Clone(r.Inventory),
 		},
+		Helm: r.Helm.clone(),
 	}
 	l = l.normalized()
 	if errs := l.validate(); len(errs) > 0 {
@@ -159,6 +160,11 @@ func VerifyLock(l *Lock, r *Release) error {
 	}
 	if l.Render.Digest != r.RenderDigest {
 		add("render.digest", "lock %s, release %s", l.Render.Digest, r.RenderDigest)
+	}
+	if hd := verifyHelm(l.Helm, r.Helm); len(hd) > 0 {
+		// The charts rendered otherwise than the lock binds: named first,
+		// and a tamper-class refusal (docs/lock.md, "Helm charts").
+		return fail.Wrap(fail.Tamper, &LockError{Summary: fmt.Sprintf("release %q does not match its lock: Helm charts differ", r.Dir), Fields: append(hd, d...)})
 	}
 	if len(d) > 0 {
 		return lockError(fmt.Sprintf("release %q does not match its lock", r.Dir), d)

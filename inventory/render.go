@@ -69,6 +69,9 @@ type Release struct {
 	// SecretValuesCovered is false when the render holds Secret values that
 	// the digests do not bind (allowed Secret data without a key).
 	SecretValuesCovered bool
+	// Helm binds the Helm charts the release renders (docs/lock.md, "Helm
+	// charts"); nil when it renders none.
+	Helm *LockHelm
 
 	redacted []*unstructured.Unstructured
 }
@@ -122,6 +125,10 @@ func Render(fsys filesys.FileSystem, dir string, opts Options) (*Release, error)
 	}
 	if r.SourceDigest, err = SourceDigest(r.Sources); err != nil {
 		return nil, err
+	}
+	r.Helm = rec.helm
+	if err := finishHelm(r.Helm, r.Sources); err != nil {
+		return nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
 	}
 	if len(r.Images) == 0 {
 		r.Images = []string{}

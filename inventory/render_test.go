@@ -128,7 +128,7 @@ func TestRenderBadInput(t *testing.T) {
 		}, []string{`patches entry "https://example.com/p.yaml" is remote`}},
 		{"helm chart", func(f map[string]string) {
 			f["/rel/kustomization.yaml"] += "helmCharts:\n- name: x\n  repo: https://charts.example.com\n"
-		}, []string{"Helm charts are not allowed"}},
+		}, []string{`helmCharts[0]: chart "x" is fetched from a repository`, "helm pull x --repo https://charts.example.com --untar --untardir charts"}},
 		{"lock as input", func(f map[string]string) {
 			f["/rel/"+LockFile] = "x: y\n"
 			f["/rel/kustomization.yaml"] += "configMapGenerator:\n- name: c\n  files: [" + LockFile + "]\n"

@@ -114,15 +114,20 @@ type recorder struct {
 	read    map[string][]byte // by resolved absolute path
 	aliases map[string]string // resolved absolute path -> smallest name used for it
 	refused error
+	virtual map[string][]byte // the in-memory chart resources (ChartResource), by absolute path
+	helm    *LockHelm         // the charts rendered, without digests
 }
 
 func newRecorder(fsys filesys.FileSystem, root filesys.ConfirmedDir) *recorder {
-	return &recorder{FileSystem: fsys, root: string(root), read: map[string][]byte{}, aliases: map[string]string{}}
+	return &recorder{FileSystem: fsys, root: string(root), read: map[string][]byte{}, aliases: map[string]string{}, virtual: map[string][]byte{}}
 }
 
 // CleanedAbs resolves p as the wrapped file system does, and notes the name
 // p under its resolution when both lie in the release directory.
 func (r *recorder) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
+	if d, f, ok := r.cleanedAbsVirtual(p); ok {
+		return d, f, nil
+	}
 	d, f, err := r.FileSystem.CleanedAbs(p)
 	if err != nil {
 		return d, f, err
@@ -201,9 +206,35 @@ func (r *recorder) refuse(err error) error {
 }
 
 func (r *recorder) ReadFile(p string) ([]byte, error) {
-	data, err := r.FileSystem.ReadFile(p)
+	r.mu.Lock()
+	v, virtual := r.virtual[filepath.Clean(p)]
+	r.mu.Unlock()
+	if virtual {
+		return v, nil
+	}
+	data, rel, err := r.record(p)
 	if err != nil {
 		return nil, err
+	}
+	if slices.Contains(konfig.RecognizedKustomizationFileNames(), filepath.Base(p)) {
+		if err := r.checkLocal(filepath.Dir(p), rel, data); err != nil {
+			return nil, r.refuse(err)
+		}
+		out, err := r.inflate(filepath.Dir(p), rel, data)
+		if err != nil {
+			return nil, r.refuse(err)
+		}
+		return out, nil
+	}
+	return data, nil
+}
+
+// record reads the file at p and records it as a source file; it returns
+// the bytes and the file's source path.
+func (r *recorder) record(p string) ([]byte, string, error) {
+	data, err := r.FileSystem.ReadFile(p)
+	if err != nil {
+		return nil, "", err
 	}
 	abs := filepath.Clean(p)
 	r.mu.Lock()
@@ -212,14 +243,9 @@ func (r *recorder) ReadFile(p string) ([]byte, error) {
 	r.read[abs] = data
 	r.mu.Unlock()
 	if seen && !bytes.Equal(prev, data) {
-		return nil, r.refuse(fmt.Errorf("file %q changed while rendering", rel))
+		return nil, rel, r.refuse(fmt.Errorf("file %q changed while rendering", rel))
 	}
-	if slices.Contains(konfig.RecognizedKustomizationFileNames(), filepath.Base(p)) {
-		if err := r.checkLocal(filepath.Dir(p), rel, data); err != nil {
-			return nil, r.refuse(err)
-		}
-	}
-	return data, nil
+	return data, rel, nil
 }
 
 var errWrite = errors.New("rendering must not write to the file system")
@@ -244,8 +270,8 @@ func (r *recorder) checkLocal(dir, rel string, data []byte) error {
 	remote := func(field, ref string) error {
 		return fmt.Errorf("kustomization %q: %s entry %q is remote; a locked release renders from local files only", rel, field, ref)
 	}
-	if len(k.HelmCharts) > 0 || len(k.HelmChartInflationGenerator) > 0 || k.HelmGlobals != nil {
-		return fmt.Errorf("kustomization %q: Helm charts are not allowed in a locked release; render the chart and commit its output", rel)
+	if len(k.HelmChartInflationGenerator) > 0 {
+		return fmt.Errorf("kustomization %q: helmChartInflationGenerator is deprecated and not supported; declare the chart under helmCharts (docs/lock.md, Helm charts)", rel)
 	}
 	// Directories and files kustomize resolves itself: a path that does not
 	// exist locally would be tried as a git repository.

@@ -9,7 +9,12 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/helmchart"
 )
+
+// Every command renders vendored Helm charts with the linked Helm SDK
+// (docs/lock.md, "Helm charts").
+func init() { helmchart.Register() }
 
 // version is the plugin's own version, stamped at build time with
 // -ldflags "-X github.com/qinglong/kubectl-ql3/plugin.version=vX.Y.Z".
