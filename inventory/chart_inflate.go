@@ -84,7 +84,11 @@ func pullHint(h types.HelmChart, home string) string {
 	if h.Version != "" {
 		ref += " --version " + h.Version
 	}
-	return fmt.Sprintf("helm pull %s --untar --untardir %s (then remove repo from the entry)", ref, home)
+	hint := fmt.Sprintf("helm pull %s --untar --untardir %s", ref, home)
+	if h.Repo != "" || strings.Contains(h.Name, "://") {
+		hint += ", then name the chart by its directory and remove repo"
+	}
+	return hint
 }
 
 // renderChart checks one helmCharts entry, reads its chart and values
