@@ -17,8 +17,10 @@ GORELEASER_VERSION := v2.15.1
 KREW_VERSION       := v0.4.3
 # cosign checks the receipts' in-toto attestations in the tests (receipts/interop).
 COSIGN_VERSION     := v3.1.3
-# The peers `make bench` measures the ceremony against (issue #8).
-HELM_VERSION       := v4.3.1
+# The peers `make bench` measures the ceremony against (issue #8); helm is
+# also the reference of the Helm render parity test (internal/helmchart), and
+# its version is the Helm SDK's in go.mod.
+HELM_VERSION       := v4.3.2
 # kapp v0.64.2 is pinned in hack/bench/peers/kapp/go.mod.
 
 FUZZTIME   ?= 60s
@@ -89,10 +91,11 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-tools: ## pinned tools into bin/tools: goreleaser, krew, validate-krew-manifest, cosign
+tools: ## pinned tools into bin/tools: goreleaser, krew, validate-krew-manifest, cosign, helm (the Helm render parity test's reference)
 	GOBIN=$(TOOLS) go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
 	GOBIN=$(TOOLS) go install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION) sigs.k8s.io/krew/cmd/validate-krew-manifest@$(KREW_VERSION)
 	GOBIN=$(TOOLS) go install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION)
+	GOBIN=$(TOOLS) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 
 dist: tools ## snapshot release into dist/: every archive, checksums.txt, the Krew manifest
 	$(TOOLS)/goreleaser release --snapshot --clean

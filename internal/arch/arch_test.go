@@ -16,6 +16,7 @@ const mod = "github.com/qinglong/kubectl-ql3"
 
 type pkg struct {
 	ImportPath string
+	Imports    []string
 	Deps       []string
 }
 
@@ -69,6 +70,10 @@ var rules = append([]rule{
 		[]string{"k8s.io/client-go", "ceremony/cas"}, nil},
 	{"the offline auditor, the render cache and pure formats carry no renderer", cat([]string{"receipts", "inventory/rendercache"}, leaves),
 		[]string{"sigs.k8s.io/kustomize", "inventory"}, []string{"inventory/canon"}},
+	{"the renderer and the offline auditor link no Helm SDK: charts render through internal/helmchart, which the CLI registers", []string{"inventory", "receipts"},
+		[]string{"helm.sh/helm", "internal/helmchart"}, nil},
+	{"the chart renderer adapts the Helm SDK to the inventory: no ceremony, no receipts, no CLI", []string{"internal/helmchart"},
+		[]string{"ceremony", "receipts", "plugin"}, nil},
 	{"pure formats are leaves: no ceremony, no kernel, no receipts", leaves,
 		[]string{"ceremony", "receipts"}, leaves},
 	{"the stage evidence reader reads files, never the network", []string{"ceremony/package/stagelayout"},
@@ -171,6 +176,28 @@ func TestImportRules(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("only %d package checks ran", checked)
+	}
+}
+
+// Helm's template engine links client-go (for `lookup`), so the chart
+// renderer cannot be kept from depending on it; it must never import a
+// client itself, so that no render can be handed one.
+func TestChartRendererBuildsNoClient(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", mod+"/internal/helmchart").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var p pkg
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Imports) == 0 {
+		t.Fatal("go list found no imports")
+	}
+	for _, i := range p.Imports {
+		if under(i, []string{"k8s.io/client-go", "helm.sh/helm/v4/pkg/action", "helm.sh/helm/v4/pkg/kube"}) {
+			t.Errorf("internal/helmchart imports %s: the chart renderer never builds a cluster client", i)
+		}
 	}
 }
 
