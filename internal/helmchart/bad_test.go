@@ -97,6 +97,16 @@ func TestRenderBadCharts(t *testing.T) {
 		{"schema type violation", func(t *testing.T, dir string) {
 			edit(t, dir, "values/prod.yaml", replace("message: hello from prod", "message: [not, a, string]"))
 		}, []string{"charts/web/values.schema.json", "message"}},
+		{"schema reading a file outside the release", func(t *testing.T, dir string) {
+			// A schema the source digest does not bind would decide what
+			// values pass: refused, though this one would accept them.
+			outside := filepath.Join(filepath.Dir(dir), "message.schema.json")
+			write(t, outside, `{"type": "string"}`)
+			edit(t, dir, "charts/web/values.schema.json", replace(`"message": {"type": "string"}`, `"message": {"$ref": "file://`+outside+`"}`))
+		}, []string{`charts/web/values.schema.json: $ref "file:///`, `message.schema.json" refers to another document`}},
+		{"subchart schema fetching a URL", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "charts", "web", "charts", "cache", "values.schema.json"), `{"properties": {"size": {"$ref": "https://schemas.example.com/size.json"}}}`)
+		}, []string{`charts/web/charts/cache/values.schema.json: $ref "https://schemas.example.com/size.json" refers to another document`}},
 		{"required value missing", func(t *testing.T, dir string) {
 			edit(t, dir, "values/prod.yaml", replace("message: hello from prod", `message: ""`))
 		}, []string{"web/templates/config.yaml", "message is required: set it in a values file"}},

@@ -85,6 +85,9 @@ func (Renderer) RenderChart(req inventory.ChartRequest) (*inventory.ChartOutput,
 	if err := checkDependencies(ch, req.Path); err != nil {
 		return nil, err
 	}
+	if err := checkSchemas(ch, req.Path); err != nil {
+		return nil, err
+	}
 	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
 		return nil, fmt.Errorf("chart %q: dependencies: %w", req.Path, err)
 	}
