@@ -49,7 +49,7 @@ func TestLockBindsChart(t *testing.T) {
 	c := l.Helm.Charts[0]
 	if c.Kustomization != "kustomization.yaml" || c.ReleaseName != "web" || c.Namespace != "helm-demo" || c.Name != "web" ||
 		c.Version != "1.2.0" || c.Path != "charts/web" || c.KubeVersion != "v1.36.0" ||
-		strings.Join(c.APIVersions, ",") != "demo.qinglong.io/v1" || !inventory.IsDigest(c.APIVersionsDigest) {
+		strings.Join(c.APIVersions, ",") != "helm.demo.qinglong.io/v1" || !inventory.IsDigest(c.APIVersionsDigest) {
 		t.Errorf("chart: %+v", c)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "values", "prod.yaml"))

@@ -48,12 +48,12 @@ func TestRenderFixture(t *testing.T) {
 		got = append(got, id.String())
 	}
 	want := []string{
-		"apiextensions.k8s.io/v1/CustomResourceDefinition/-/gadgets.demo.qinglong.io",
+		"apiextensions.k8s.io/v1/CustomResourceDefinition/-/gizmos.helm.demo.qinglong.io",
 		"apps/v1/Deployment/helm-demo/web-web-admin",
 		"apps/v1/Deployment/helm-demo/web-web-control",
 		"apps/v1/Deployment/helm-demo/web-web-control-ai",
 		"apps/v1/Deployment/helm-demo/web-web-worker",
-		"demo.qinglong.io/v1/Gadget/helm-demo/web-web",
+		"helm.demo.qinglong.io/v1/Gizmo/helm-demo/web-web",
 		"v1/ConfigMap/helm-demo/web-cache",
 		"v1/ConfigMap/helm-demo/web-web-config",
 		"v1/Namespace/-/helm-demo",
