@@ -152,6 +152,9 @@ func fromCache(fsys filesys.FileSystem, dir string, opts Options, l *Lock, cache
 	if files == nil {
 		return nil, reason
 	}
+	if !chartTreesListed(fsys, dir, l) {
+		return nil, "source files changed"
+	}
 	src, err := cacheSourceKey(l.Source.Digest, l.Helm)
 	if err != nil {
 		return nil, err.Error()

@@ -1,9 +1,14 @@
 package inventory
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // validateHelm checks the lock's helm section: every field, the order of
@@ -144,3 +149,41 @@ func cacheSourceKey(sourceDigest string, h *LockHelm) (string, error) {
 	}
 	return DigestOf(DomainRenderCacheHelm, map[string]any{"sourceDigest": sourceDigest, "helm": h})
 }
+
+// chartTreesListed reports whether every chart directory the lock binds
+// holds exactly the files source.files lists under it: Helm reads every
+// file of a chart directory, so a file added there changes the render
+// though no listed file changed (the render cache re-hashes listed files
+// only).
+func chartTreesListed(fsys filesys.FileSystem, dir string, l *Lock) bool {
+	if l.Helm == nil {
+		return true
+	}
+	for _, c := range l.Helm.Charts {
+		listed := map[string]bool{}
+		for _, f := range l.Source.Files {
+			if strings.HasPrefix(f.Path, c.Path+"/") {
+				listed[f.Path] = true
+			}
+		}
+		root := filepath.Join(dir, filepath.FromSlash(c.Path))
+		n := 0
+		err := fsys.Walk(root, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(dir, p)
+			if err != nil || !listed[filepath.ToSlash(rel)] {
+				return errUnlisted
+			}
+			n++
+			return nil
+		})
+		if err != nil || n != len(listed) {
+			return false
+		}
+	}
+	return true
+}
+
+var errUnlisted = errors.New("a chart file the lock does not list")

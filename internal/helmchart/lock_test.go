@@ -184,3 +184,26 @@ func TestRenderCacheCoversCharts(t *testing.T) {
 		t.Errorf("edited helm section: %v, %v; want a miss and a tamper refusal", use, err)
 	}
 }
+
+// A file added to a chart directory after locking is read by Helm though
+// no listed file changed: the render cache must miss (it re-hashes only
+// the files the lock lists, so it also lists each chart's directory), and
+// the fresh render is refused against the lock.
+func TestRenderCacheSeesNewChartFile(t *testing.T) {
+	dir := fixture(t)
+	lockDir(t, dir)
+	c := &rendercache.Cache{Dir: filepath.Join(t.TempDir(), "render"), Build: inventory.DigestBytes("x", []byte("test build")), MACKey: bytes.Repeat([]byte{7}, rendercache.KeySize)}
+	fsys := filesys.MakeFsOnDisk()
+	if _, _, use, err := inventory.LoadReleaseCached(fsys, dir, inventory.Options{}, c); err != nil || !use.Stored {
+		t.Fatalf("first load: %v %v", use, err)
+	}
+	write(t, filepath.Join(dir, "charts", "web", "templates", "extra.yaml"),
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: {{ .Release.Namespace }}\n")
+	r, _, use, err := inventory.LoadReleaseCached(fsys, dir, inventory.Options{}, c)
+	if use.Hit || err == nil {
+		t.Fatalf("a chart with a new template: %v, %d objects, %v; want a miss and a refusal", use, len(r.Objects), err)
+	}
+	if use.Reason != "source files changed" || !strings.Contains(err.Error(), `source.files["charts/web/templates/extra.yaml"]: read by the kustomization but not in the lock`) {
+		t.Errorf("miss %q, error %v", use.Reason, err)
+	}
+}
