@@ -30,8 +30,10 @@ type ChartRequest struct {
 	// Path is the chart directory's source path, for errors ("charts/web").
 	Path string
 	// Files are the files of the chart directory, paths relative to it,
-	// slash-separated, sorted.
+	// slash-separated, sorted; nil for a chart archive.
 	Files []ChartFile
+	// Archive is the chart archive (.tgz) when the chart is vendored as one.
+	Archive []byte
 	// Values are the values files in the order they apply, each named by its
 	// source path; Inline (valuesInline) applies right after Values[0] when
 	// InlineAfterFirst, else first.
@@ -145,6 +147,21 @@ func ChartDigest(files []SourceFile) (string, error) {
 	return DigestOf(DomainHelmChart, files)
 }
 
+// chartTree is the chart tree of the chart at path: the source files under
+// the directory path, named relative to it, or for a chart archive the
+// archive alone, named by its base name.
+func chartTree(sources []SourceFile, path string) []SourceFile {
+	var tree []SourceFile
+	for _, f := range sources {
+		if rel, ok := strings.CutPrefix(f.Path, path+"/"); ok {
+			tree = append(tree, SourceFile{Path: rel, Digest: f.Digest})
+		} else if f.Path == path {
+			tree = append(tree, SourceFile{Path: path[strings.LastIndex(path, "/")+1:], Digest: f.Digest})
+		}
+	}
+	return tree
+}
+
 // APIVersionsDigest is the digest of the sorted, unique API version set.
 func APIVersionsDigest(versions []string) (string, error) {
 	if versions == nil {
@@ -165,14 +182,8 @@ func finishHelm(h *LockHelm, sources []SourceFile) error {
 	}
 	for i := range h.Charts {
 		c := &h.Charts[i]
-		var tree []SourceFile
-		for _, f := range sources {
-			if rel, ok := strings.CutPrefix(f.Path, c.Path+"/"); ok {
-				tree = append(tree, SourceFile{Path: rel, Digest: f.Digest})
-			}
-		}
 		var err error
-		if c.Digest, err = ChartDigest(tree); err != nil {
+		if c.Digest, err = ChartDigest(chartTree(sources, c.Path)); err != nil {
 			return err
 		}
 		for j := range c.Values {

@@ -124,14 +124,18 @@ func (r *recorder) renderChart(cr ChartRenderer, dir, rel, where string, h types
 	if !inside(dir, chartDir) || isRemote(home) {
 		return nil, c, fmt.Errorf("%s: chartHome %q leaves the kustomization's directory", where, home)
 	}
-	if !r.FileSystem.IsDir(chartDir) {
-		return nil, c, fmt.Errorf("%s: chart directory %q does not exist; vendor the chart with %s", where, path2(home, h.Name), pullHint(h, home))
-	}
-	files, err := r.readChart(chartDir)
+	files, archive, chartPath, err := r.readChartOrArchive(chartDir, h)
 	if err != nil {
 		return nil, c, fmt.Errorf("%s: %w", where, err)
 	}
-	req := ChartRequest{Files: files, Inline: h.ValuesInline, InlineAfterFirst: h.ValuesFile != "",
+	if chartPath == "" {
+		var archives []string
+		for _, a := range archiveNames(h) {
+			archives = append(archives, path2(home, a))
+		}
+		return nil, c, fmt.Errorf("%s: neither the chart directory %q nor a chart archive %q exists; vendor the chart with %s", where, path2(home, h.Name), archives, pullHint(h, home))
+	}
+	req := ChartRequest{Files: files, Archive: archive, Inline: h.ValuesInline, InlineAfterFirst: h.ValuesFile != "",
 		ReleaseName: h.ReleaseName, Namespace: ns, KubeVersion: h.KubeVersion, APIVersions: slices.Clone(h.ApiVersions),
 		IncludeCRDs: h.IncludeCRDs, SkipHooks: h.SkipHooks}
 	if req.KubeVersion == "" {
@@ -152,7 +156,7 @@ func (r *recorder) renderChart(cr ChartRenderer, dir, rel, where string, h types
 		req.Values = append(req.Values, f)
 	}
 	r.mu.Lock()
-	req.Path = r.name(chartDir)
+	req.Path = r.name(chartPath)
 	r.mu.Unlock()
 
 	out, err := cr.RenderChart(req)
@@ -227,6 +231,34 @@ func (r *recorder) readValues(dir, where, v string) (ChartFile, error) {
 		return ChartFile{}, fmt.Errorf("%s: values file %q: %w", where, v, err)
 	}
 	return ChartFile{Path: name, Data: data}, nil
+}
+
+// archiveNames are the chart archives an entry may name, beside its
+// directory: NAME-VERSION.tgz (as helm pull leaves it) and NAME.tgz.
+func archiveNames(h types.HelmChart) []string {
+	var out []string
+	if h.Version != "" {
+		out = append(out, h.Name+"-"+h.Version+".tgz")
+	}
+	return append(out, h.Name+".tgz")
+}
+
+// readChartOrArchive reads the chart directory chartDir, or else the first
+// chart archive beside it; it returns the files or the archive and the
+// path read, "" when there is neither.
+func (r *recorder) readChartOrArchive(chartDir string, h types.HelmChart) ([]ChartFile, []byte, string, error) {
+	if r.FileSystem.IsDir(chartDir) {
+		files, err := r.readChart(chartDir)
+		return files, nil, chartDir, err
+	}
+	for _, name := range archiveNames(h) {
+		p := filepath.Join(filepath.Dir(chartDir), name)
+		if r.FileSystem.Exists(p) && !r.FileSystem.IsDir(p) {
+			data, _, err := r.record(p)
+			return nil, data, p, err
+		}
+	}
+	return nil, nil, "", nil
 }
 
 // readChart reads every file under the chart directory (recorded as source

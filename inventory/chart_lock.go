@@ -50,14 +50,8 @@ func (l *Lock) validateHelm(c *checks) {
 				c.add(fmt.Sprintf("%s.values[%d]", field, j), "%q with %s is not a file of source.files with that digest", v.Path, v.Digest)
 			}
 		}
-		var tree []SourceFile
-		for _, f := range l.Source.Files {
-			if rel, ok := strings.CutPrefix(f.Path, ch.Path+"/"); ok {
-				tree = append(tree, SourceFile{Path: rel, Digest: f.Digest})
-			}
-		}
-		if d, _ := ChartDigest(tree); d != ch.Digest {
-			c.add(field+".digest", "%q is not the digest of the source.files under %q (%s)", ch.Digest, ch.Path, d)
+		if d, _ := ChartDigest(chartTree(l.Source.Files, ch.Path)); d != ch.Digest {
+			c.add(field+".digest", "%q is not the digest of the source.files of %q (%s)", ch.Digest, ch.Path, d)
 		}
 		if i > 0 && chartKey(h.Charts[i-1]) >= chartKey(ch) {
 			c.add(field, "out of order or repeated after %q", h.Charts[i-1].label())
@@ -162,7 +156,7 @@ func chartTreesListed(fsys filesys.FileSystem, dir string, l *Lock) bool {
 	for _, c := range l.Helm.Charts {
 		listed := map[string]bool{}
 		for _, f := range l.Source.Files {
-			if strings.HasPrefix(f.Path, c.Path+"/") {
+			if strings.HasPrefix(f.Path, c.Path+"/") || f.Path == c.Path {
 				listed[f.Path] = true
 			}
 		}

@@ -80,7 +80,9 @@ func sourceFiles(files map[string][]byte, secrets []secretValue, key []byte) ([]
 			return nil, fmt.Errorf("the kustomization reads %q; a lock cannot be an input of its own release", LockFile)
 		}
 		f := SourceFile{Path: p, Digest: FileDigest(data)}
-		if len(secrets) > 0 && mayHoldSecret(data, secrets) {
+		// A chart archive is compressed: no value shows in it, so with
+		// Secret values in the render it is taken to hold one.
+		if len(secrets) > 0 && (mayHoldSecret(data, secrets) || strings.HasSuffix(p, ".tgz")) {
 			if len(key) > 0 {
 				f.Digest = keyed(key, DomainSourceFile, []byte(p), data)
 			} else {

@@ -63,7 +63,7 @@ func TestRenderBadCharts(t *testing.T) {
 		}, []string{`chart "oci://registry.example.com/charts/web" is fetched from a repository`, "helm pull oci://registry.example.com/charts/web --version 1.2.0 --untar"}},
 		{"chart not vendored", func(t *testing.T, dir string) {
 			edit(t, dir, kust, replace("- name: web\n", "- name: api\n"))
-		}, []string{`chart directory "charts/api" does not exist; vendor the chart with helm pull api --version 1.2.0 --untar --untardir charts`}},
+		}, []string{`neither the chart directory "charts/api" nor a chart archive ["charts/api-1.2.0.tgz" "charts/api.tgz"] exists; vendor the chart with helm pull api --version 1.2.0 --untar --untardir charts`}},
 		{"missing dependency", func(t *testing.T, dir string) {
 			if err := os.RemoveAll(filepath.Join(dir, "charts", "web", "charts")); err != nil {
 				t.Fatal(err)

@@ -123,9 +123,17 @@ func schemaFile(ch *chart.Chart, dir string) string {
 	return "a subchart's values.schema.json (under " + dir + "/charts/)"
 }
 
-// load builds the chart from its files as Helm's directory loader does:
-// .helmignore (and Helm's defaults) applied, a leading UTF-8 BOM dropped.
+// load builds the chart from its archive, or from its files as Helm's
+// directory loader does: .helmignore (and Helm's defaults) applied, a
+// leading UTF-8 BOM dropped.
 func load(req inventory.ChartRequest) (*chart.Chart, error) {
+	if req.Archive != nil {
+		ch, err := loader.LoadArchive(bytes.NewReader(req.Archive))
+		if err != nil {
+			return nil, fmt.Errorf("chart archive %q: %w", req.Path, err)
+		}
+		return ch, nil
+	}
 	rules := ignore.Empty()
 	for _, f := range req.Files {
 		if f.Path == ignore.HelmIgnore {

@@ -36,8 +36,8 @@ func helmBinary(t *testing.T) string {
 
 // helmTemplateArgs are the `helm template` arguments equivalent to the
 // helmCharts entry h of the kustomization in dir.
-func helmTemplateArgs(dir string, h types.HelmChart, home string) []string {
-	args := []string{"template", h.ReleaseName, filepath.Join(dir, home, h.Name), "--namespace", h.Namespace, "--skip-tests"}
+func helmTemplateArgs(dir string, h types.HelmChart, chart string) []string {
+	args := []string{"template", h.ReleaseName, chart, "--namespace", h.Namespace, "--skip-tests"}
 	if h.ValuesFile != "" {
 		args = append(args, "-f", filepath.Join(dir, h.ValuesFile))
 	}
@@ -102,43 +102,54 @@ func TestHelmTemplateParity(t *testing.T) {
 	for _, kf := range fixtures {
 		dir := filepath.Dir(kf)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			data, err := os.ReadFile(kf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var k types.Kustomization
-			if err := yaml.UnmarshalStrict(data, &k); err != nil {
-				t.Fatal(err)
-			}
-			if len(k.HelmCharts) == 0 || len(k.Resources) > 0 || k.Namespace != "" {
-				t.Fatalf("%s: a parity fixture declares charts and nothing else", kf)
-			}
-			var theirs []byte
-			for _, h := range k.HelmCharts {
-				if len(h.ValuesInline) > 0 {
-					t.Fatalf("%s: valuesInline has no helm template flag; use values files in parity fixtures", kf)
-				}
-				var stdout, stderr bytes.Buffer
-				cmd := exec.Command(helm, helmTemplateArgs(dir, h, "charts")...)
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-				if err := cmd.Run(); err != nil {
-					t.Fatalf("%s %s: %v\n%s", helm, strings.Join(cmd.Args[1:], " "), err, stderr.Bytes())
-				}
-				theirs = append(append(theirs, stdout.Bytes()...), "\n---\n"...)
-			}
-			r := render(t, dir)
-			var ours []byte
-			for _, o := range r.Objects {
-				j, err := o.MarshalJSON()
-				if err != nil {
-					t.Fatal(err)
-				}
-				ours = append(append(ours, j...), "\n---\n"...)
-			}
-			if diff := cmp.Diff(canonicalSet(t, theirs), canonicalSet(t, ours)); diff != "" {
-				t.Errorf("helm template (-) vs in-process render (+):\n%s", diff)
-			}
+			checkParity(t, helm, dir, func(h types.HelmChart) string { return filepath.Join(dir, "charts", h.Name) })
 		})
+	}
+	t.Run("v1.0.0 as an archive", func(t *testing.T) {
+		dir := archiveFixture(t)
+		checkParity(t, helm, dir, func(h types.HelmChart) string { return filepath.Join(dir, "charts", h.Name+"-"+h.Version+".tgz") })
+	})
+}
+
+// checkParity compares the in-process render of the release in dir with
+// `helm template` of each of its charts (found by chart).
+func checkParity(t *testing.T, helm, dir string, chart func(types.HelmChart) string) {
+	kf := filepath.Join(dir, "kustomization.yaml")
+	data, err := os.ReadFile(kf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k types.Kustomization
+	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.HelmCharts) == 0 || len(k.Resources) > 0 || k.Namespace != "" {
+		t.Fatalf("%s: a parity fixture declares charts and nothing else", kf)
+	}
+	var theirs []byte
+	for _, h := range k.HelmCharts {
+		if len(h.ValuesInline) > 0 {
+			t.Fatalf("%s: valuesInline has no helm template flag; use values files in parity fixtures", kf)
+		}
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(helm, helmTemplateArgs(dir, h, chart(h))...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", helm, strings.Join(cmd.Args[1:], " "), err, stderr.Bytes())
+		}
+		theirs = append(append(theirs, stdout.Bytes()...), "\n---\n"...)
+	}
+	r := render(t, dir)
+	var ours []byte
+	for _, o := range r.Objects {
+		j, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours = append(append(ours, j...), "\n---\n"...)
+	}
+	if diff := cmp.Diff(canonicalSet(t, theirs), canonicalSet(t, ours)); diff != "" {
+		t.Errorf("helm template (-) vs in-process render (+):\n%s", diff)
 	}
 }
