@@ -91,24 +91,33 @@ func pullHint(h types.HelmChart, home string) string {
 	return hint
 }
 
+// checkEntry refuses a helmCharts entry that fetches, names its chart
+// ambiguously, or lets Helm choose what the lock must fix.
+func checkEntry(where string, h types.HelmChart, home string) error {
+	switch {
+	case h.Name == "":
+		return fmt.Errorf("%s: name is required", where)
+	case h.Repo != "" || isRemote(h.Name) || strings.HasPrefix(h.Name, "oci://"):
+		return fmt.Errorf("%s: chart %q is fetched from a repository; a locked release renders only charts vendored in its tree: vendor it with %s", where, h.Name, pullHint(h, home))
+	case strings.ContainsAny(h.Name, `/\`) || h.Name == "." || h.Name == "..":
+		return fmt.Errorf("%s: name %q must be the chart's directory name under %s/", where, h.Name, home)
+	case h.ReleaseName == "":
+		return fmt.Errorf("%s: releaseName is required (helm would generate a random one)", where)
+	case h.NameTemplate != "":
+		return fmt.Errorf("%s: nameTemplate is not supported; set releaseName", where)
+	case h.ValuesMerge != "" && h.ValuesMerge != "override":
+		return fmt.Errorf("%s: valuesMerge %q is not supported; only override (the default)", where, h.ValuesMerge)
+	}
+	return nil
+}
+
 // renderChart checks one helmCharts entry, reads its chart and values
 // (recording them as source files), renders it twice and returns the
 // documents and the chart's lock entry (without digests: finishHelm).
 func (r *recorder) renderChart(cr ChartRenderer, dir, rel, where string, h types.HelmChart, home, kustNS string) ([]ChartDoc, LockChart, error) {
 	var c LockChart
-	switch {
-	case h.Name == "":
-		return nil, c, fmt.Errorf("%s: name is required", where)
-	case h.Repo != "" || isRemote(h.Name) || strings.HasPrefix(h.Name, "oci://"):
-		return nil, c, fmt.Errorf("%s: chart %q is fetched from a repository; a locked release renders only charts vendored in its tree: vendor it with %s", where, h.Name, pullHint(h, home))
-	case strings.ContainsAny(h.Name, `/\`) || h.Name == "." || h.Name == "..":
-		return nil, c, fmt.Errorf("%s: name %q must be the chart's directory name under %s/", where, h.Name, home)
-	case h.ReleaseName == "":
-		return nil, c, fmt.Errorf("%s: releaseName is required (helm would generate a random one)", where)
-	case h.NameTemplate != "":
-		return nil, c, fmt.Errorf("%s: nameTemplate is not supported; set releaseName", where)
-	case h.ValuesMerge != "" && h.ValuesMerge != "override":
-		return nil, c, fmt.Errorf("%s: valuesMerge %q is not supported; only override (the default)", where, h.ValuesMerge)
+	if err := checkEntry(where, h, home); err != nil {
+		return nil, c, err
 	}
 	if cr == nil {
 		return nil, c, fmt.Errorf("%s: this build renders no Helm charts", where)
@@ -143,35 +152,18 @@ func (r *recorder) renderChart(cr ChartRenderer, dir, rel, where string, h types
 	}
 	slices.Sort(req.APIVersions)
 	req.APIVersions = slices.Compact(req.APIVersions)
-	var values []string
-	if h.ValuesFile != "" {
-		values = append(values, h.ValuesFile)
-	}
-	values = append(values, h.AdditionalValuesFiles...)
-	for _, v := range values {
-		f, err := r.readValues(dir, where, v)
-		if err != nil {
-			return nil, c, err
-		}
-		req.Values = append(req.Values, f)
+	if req.Values, err = r.readAllValues(dir, where, h); err != nil {
+		return nil, c, err
 	}
 	r.mu.Lock()
 	req.Path = r.name(chartPath)
 	r.mu.Unlock()
-
-	out, err := cr.RenderChart(req)
+	out, err := renderTwice(cr, req, where)
 	if err != nil {
-		return nil, c, fmt.Errorf("%s: %w", where, err)
-	}
-	again, err := cr.RenderChart(req)
-	if err != nil {
-		return nil, c, fmt.Errorf("%s: %w", where, err)
-	}
-	if src, same := sameDocs(out.Docs, again.Docs); !same {
-		return nil, c, fmt.Errorf("%s: chart %q does not render reproducibly: template %q gave different output on two renders with the same inputs; a locked release needs a byte-for-byte reproducible render (pin the value instead of generating it)", where, req.Path, src)
+		return nil, c, err
 	}
 	if h.Version != "" && h.Version != out.Version {
-		return nil, c, fmt.Errorf("%s: version %q, but %s/Chart.yaml says %q", where, h.Version, req.Path, out.Version)
+		return nil, c, fmt.Errorf("%s: version %q, but the Chart.yaml of %s says %q", where, h.Version, req.Path, out.Version)
 	}
 	apiDigest, err := APIVersionsDigest(out.APIVersions)
 	if err != nil {
@@ -189,6 +181,42 @@ func (r *recorder) renderChart(cr ChartRenderer, dir, rel, where string, h types
 		c.Values = []SourceFile{}
 	}
 	return out.Docs, c, nil
+}
+
+// readAllValues reads the entry's valuesFile and additionalValuesFiles, in
+// the order they apply.
+func (r *recorder) readAllValues(dir, where string, h types.HelmChart) ([]ChartFile, error) {
+	var values []string
+	if h.ValuesFile != "" {
+		values = append(values, h.ValuesFile)
+	}
+	values = append(values, h.AdditionalValuesFiles...)
+	var out []ChartFile
+	for _, v := range values {
+		f, err := r.readValues(dir, where, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// renderTwice renders req twice and refuses a chart whose two renders
+// differ, naming the first template that does.
+func renderTwice(cr ChartRenderer, req ChartRequest, where string) (*ChartOutput, error) {
+	out, err := cr.RenderChart(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	again, err := cr.RenderChart(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if src, same := sameDocs(out.Docs, again.Docs); !same {
+		return nil, fmt.Errorf("%s: chart %q does not render reproducibly: template %q gave different output on two renders with the same inputs; a locked release needs a byte-for-byte reproducible render (pin the value instead of generating it)", where, req.Path, src)
+	}
+	return out, nil
 }
 
 func path2(a, b string) string { return filepath.ToSlash(filepath.Join(a, b)) }

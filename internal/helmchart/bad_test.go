@@ -115,7 +115,7 @@ func TestRenderBadCharts(t *testing.T) {
 		}, []string{`template "web/templates/hook-migrate.yaml": Job "web-web-migrate" is a Helm hook (helm.sh/hook: pre-install,pre-upgrade)`, "skipHooks: true"}},
 		{"version differs from Chart.yaml", func(t *testing.T, dir string) {
 			edit(t, dir, kust, replace("version: 1.2.0", "version: 1.3.0"))
-		}, []string{`version "1.3.0", but charts/web/Chart.yaml says "1.2.0"`}},
+		}, []string{`version "1.3.0", but the Chart.yaml of charts/web says "1.2.0"`}},
 		{"no release name", func(t *testing.T, dir string) {
 			edit(t, dir, kust, replace("  releaseName: web\n", ""))
 		}, []string{"helmCharts[0]: releaseName is required"}},
