@@ -3,6 +3,7 @@ package inventory
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -99,6 +100,9 @@ func checkEntry(where string, h types.HelmChart, home string) error {
 		return fmt.Errorf("%s: name is required", where)
 	case h.Repo != "" || isRemote(h.Name) || strings.HasPrefix(h.Name, "oci://"):
 		return fmt.Errorf("%s: chart %q is fetched from a repository; a locked release renders only charts vendored in its tree: vendor it with %s", where, h.Name, pullHint(h, home))
+	case strings.Count(h.Name, "/") == 1 && !strings.HasPrefix(h.Name, "/") && !strings.HasPrefix(h.Name, "."):
+		// REPO/CHART, as helm names a chart of an added repository.
+		return fmt.Errorf("%s: chart %q names a chart of a Helm repository; a locked release renders only charts vendored in its tree: vendor it with %s, then name it %q", where, h.Name, pullHint(h, home), path.Base(h.Name))
 	case strings.ContainsAny(h.Name, `/\`) || h.Name == "." || h.Name == "..":
 		return fmt.Errorf("%s: name %q must be the chart's directory name under %s/", where, h.Name, home)
 	case h.ReleaseName == "":

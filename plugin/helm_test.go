@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -138,6 +139,13 @@ func TestCLIHelmLockRefusals(t *testing.T) {
 
 	dir = helmCopy(t, "v1.0.0", "helm-demo")
 	mustRun(t, nil, "lock", dir, "--version", "1.0.0", "--cluster-identity", fixedIdentity)
+	l, err := inventory.ParseLock([]byte(read(t, filepath.Join(dir, inventory.LockFile))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRun(t, nil, "render", dir, "--inventory", "-o", "jsonpath={.helm.charts[0].digest}"); got != l.Helm.Charts[0].Digest {
+		t.Errorf("render --inventory chart digest %q, lock %q", got, l.Helm.Charts[0].Digest)
+	}
 	edit(t, filepath.Join(dir, "values", "prod.yaml"), "hello from prod", "hello, edited")
 	_, stderr, code = run(t, nil, "lock", "verify", dir)
 	if code != 5 || !strings.Contains(stderr, `helm.charts["charts/web (release web)"].values: changed`) {

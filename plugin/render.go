@@ -24,6 +24,8 @@ type InventoryReport struct {
 	Images           []string                        `json:"images"`
 	Source           inventory.LockSource            `json:"source"`
 	Render           inventory.LockRender            `json:"render"`
+	// Helm is what a lock's helm section would bind; absent without charts.
+	Helm *inventory.LockHelm `json:"helm,omitempty"`
 }
 
 func newInventoryReport(r *inventory.Release) InventoryReport {
@@ -39,6 +41,7 @@ func newInventoryReport(r *inventory.Release) InventoryReport {
 			SecretValuesCovered: r.SecretValuesCovered,
 			Inventory:           r.Inventory,
 		},
+		Helm: r.Helm,
 	}
 }
 
@@ -62,7 +65,8 @@ func newCmdRender(flags *genericclioptions.ConfigFlags, streams genericiooptions
 as kubectl ql3 lock would (identities, scope, pinned images, Secrets), and
 print its inventory as a table. With -o, print the rendered objects instead
 (yaml: a multi-document stream; json, name and the templates: a v1 List);
-with --inventory, print the inventory, roles, images and digests (YAML unless
+with --inventory, print the inventory, roles, images and digests, and for a
+release with Helm charts what the lock's helm section would bind (YAML unless
 another -o is given). With --subject NAME, write the exact bytes of the
 deployment attestation's subject NAME for this release, whose SHA-256 is the
 subject's digest (docs/receipts.md §7.2): kubectl-ql3/render/v1 (the release

@@ -61,6 +61,9 @@ func TestRenderBadCharts(t *testing.T) {
 		{"oci chart", func(t *testing.T, dir string) {
 			edit(t, dir, kust, replace("- name: web\n", "- name: oci://registry.example.com/charts/web\n"))
 		}, []string{`chart "oci://registry.example.com/charts/web" is fetched from a repository`, "helm pull oci://registry.example.com/charts/web --version 1.2.0 --untar"}},
+		{"repository chart by name", func(t *testing.T, dir string) {
+			edit(t, dir, kust, replace("- name: web\n", "- name: example/web\n"))
+		}, []string{`chart "example/web" names a chart of a Helm repository`, `helm pull example/web --version 1.2.0 --untar --untardir charts, then name it "web"`}},
 		{"chart not vendored", func(t *testing.T, dir string) {
 			edit(t, dir, kust, replace("- name: web\n", "- name: api\n"))
 		}, []string{`neither the chart directory "charts/api" nor a chart archive ["charts/api-1.2.0.tgz" "charts/api.tgz"] exists; vendor the chart with helm pull api --version 1.2.0 --untar --untardir charts`}},
