@@ -58,7 +58,7 @@ demo: build controlplane ## lock -> preflight -> apply -> receipt audit against 
 	hack/demo.sh
 
 bench: build controlplane node bench-peers ## the ceremony vs kubectl apply --server-side, Helm, kapp (without and with waiting until Current) and a raw SSA loop, and Go benchmarks; writes bench.json (docs/performance.md)
-	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./receipts/ ./ceremony/deploy/
+	go test -p 1 -run '^$$' -bench . -benchmem ./inventory/ ./internal/helmchart/ ./receipts/ ./ceremony/deploy/
 	go run ./hack/bench -n $(BENCH_N) -runs $(BENCH_RUNS) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl \
 	  -helm $(TOOLS)/helm -kapp $(TOOLS)/kapp -out bench.json -table bench.md
 	go run ./hack/bench fleet -plugin $(PLUGIN) -out bench-fleet.json -table bench-fleet.md
