@@ -118,10 +118,14 @@ type recorder struct {
 	refused error
 	virtual map[string][]byte // the in-memory chart resources (ChartResource), by absolute path
 	helm    *LockHelm         // the charts rendered, without digests
+	// inflated are the kustomizations with charts as kustomize saw them, by
+	// absolute path: read again, a kustomization's charts are not rendered
+	// (nor bound) twice.
+	inflated map[string][]byte
 }
 
 func newRecorder(fsys filesys.FileSystem, root filesys.ConfirmedDir) *recorder {
-	return &recorder{FileSystem: fsys, root: string(root), read: map[string][]byte{}, aliases: map[string]string{}, virtual: map[string][]byte{}}
+	return &recorder{FileSystem: fsys, root: string(root), read: map[string][]byte{}, aliases: map[string]string{}, virtual: map[string][]byte{}, inflated: map[string][]byte{}}
 }
 
 // CleanedAbs resolves p as the wrapped file system does, and notes the name
@@ -222,10 +226,20 @@ func (r *recorder) ReadFile(p string) ([]byte, error) {
 		if err := r.checkLocal(filepath.Dir(p), rel, data); err != nil {
 			return nil, r.refuse(err)
 		}
+		abs := filepath.Clean(p)
+		r.mu.Lock()
+		done, ok := r.inflated[abs]
+		r.mu.Unlock()
+		if ok {
+			return done, nil
+		}
 		out, err := r.inflate(filepath.Dir(p), rel, data)
 		if err != nil {
 			return nil, r.refuse(err)
 		}
+		r.mu.Lock()
+		r.inflated[abs] = out
+		r.mu.Unlock()
 		return out, nil
 	}
 	return data, nil
