@@ -280,6 +280,9 @@ func archiveNames(h types.HelmChart) []string {
 // path read, "" when there is neither.
 func (r *recorder) readChartOrArchive(chartDir string, h types.HelmChart) ([]ChartFile, []byte, string, error) {
 	if r.FileSystem.IsDir(chartDir) {
+		if d, _, err := r.FileSystem.CleanedAbs(chartDir); err != nil || !inside(r.root, string(d)) || string(d) != filepath.Clean(chartDir) {
+			return nil, nil, "", fmt.Errorf("chart directory %q is a link, or leads outside the release; vendor the chart itself", relPath(r.root, chartDir))
+		}
 		files, err := r.readChart(chartDir)
 		return files, nil, chartDir, err
 	}
@@ -307,6 +310,12 @@ func (r *recorder) readChart(chartDir string) ([]ChartFile, error) {
 		}
 		if !info.Mode().IsRegular() && info.Mode()&os.ModeSymlink == 0 {
 			return fmt.Errorf("chart file %q is not a regular file", relPath(r.root, p))
+		}
+		if info.Mode()&os.ModeSymlink != 0 {
+			d, f, err := r.FileSystem.CleanedAbs(p)
+			if err != nil || f == "" || !inside(r.root, d.Join(f)) {
+				return fmt.Errorf("chart file %q is a link that leads outside the release, or to no file; vendor the file itself", relPath(r.root, p))
+			}
 		}
 		data, _, err := r.record(p)
 		if err != nil {

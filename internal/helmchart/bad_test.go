@@ -86,6 +86,21 @@ func TestRenderBadCharts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{`values file "values/prod.yaml" leads outside the release`}},
+		{"chart file linked outside the release", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "..", "outside.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: outside\n  namespace: x\n")
+			if err := os.Symlink(filepath.Join(dir, "..", "outside.yaml"), filepath.Join(dir, "charts", "web", "templates", "outside.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{`chart file "charts/web/templates/outside.yaml" is a link that leads outside the release`}},
+		{"chart directory linked outside the release", func(t *testing.T, dir string) {
+			outside := filepath.Join(filepath.Dir(dir), "vendor-web")
+			if err := os.Rename(filepath.Join(dir, "charts", "web"), outside); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(dir, "charts", "web")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{`chart directory "charts/web" is a link, or leads outside the release`}},
 		{"non-reproducible template", func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "charts", "web", "templates", "token.yaml"),
 				"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: token\n  namespace: {{ .Release.Namespace }}\ndata:\n  token: {{ randAlphaNum 16 }}\n")
