@@ -289,6 +289,9 @@ func (r *recorder) readChartOrArchive(chartDir string, h types.HelmChart) ([]Cha
 	for _, name := range archiveNames(h) {
 		p := filepath.Join(filepath.Dir(chartDir), name)
 		if r.FileSystem.Exists(p) && !r.FileSystem.IsDir(p) {
+			if d, f, err := r.FileSystem.CleanedAbs(p); err != nil || !inside(r.root, d.Join(f)) {
+				return nil, nil, "", fmt.Errorf("chart archive %q leads outside the release; vendor the archive itself", relPath(r.root, p))
+			}
 			data, _, err := r.record(p)
 			return nil, data, p, err
 		}

@@ -83,3 +83,20 @@ func TestChartArchiveWithSecret(t *testing.T) {
 		}
 	}
 }
+
+// A chart archive linked from outside the release is refused.
+func TestChartArchiveLinkedOutside(t *testing.T) {
+	dir := archiveFixture(t)
+	archive := filepath.Join(dir, "charts", "web-1.2.0.tgz")
+	outside := filepath.Join(filepath.Dir(dir), "web-1.2.0.tgz")
+	if err := os.Rename(archive, outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, archive); err != nil {
+		t.Fatal(err)
+	}
+	_, err := inventory.Render(filesys.MakeFsOnDisk(), dir, inventory.Options{})
+	if err == nil || !strings.Contains(err.Error(), `chart archive "charts/web-1.2.0.tgz" leads outside the release`) {
+		t.Fatalf("render: %v", err)
+	}
+}
