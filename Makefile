@@ -63,6 +63,7 @@ bench: build controlplane node bench-peers ## the ceremony vs kubectl apply --se
 	  -helm $(TOOLS)/helm -kapp $(TOOLS)/kapp -out bench.json -table bench.md
 	go run ./hack/bench fleet -plugin $(PLUGIN) -out bench-fleet.json -table bench-fleet.md
 	go run ./hack/bench node -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl -out bench-node.json
+	go run ./hack/bench chart -plugin $(PLUGIN) -helm $(TOOLS)/helm -out bench-chart.json
 
 bench-peers: ## helm and kapp, pinned, into bin/tools (only make bench needs them)
 	GOBIN=$(TOOLS) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)

@@ -79,6 +79,9 @@ func main() {
 		case "node":
 			nodeMain(os.Args[2:])
 			return
+		case "chart":
+			chartMain(os.Args[2:])
+			return
 		}
 	}
 	var c config
