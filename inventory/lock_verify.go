@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // ToolConstraint is the tool.constraint a lock written by toolVersion
@@ -57,6 +58,9 @@ func sourceBuildHint(v *semver.Version) string {
 // carry the production role surface.
 func NewLock(r *Release, version, clusterIdentity, toolVersion string) (*Lock, error) {
 	if err := r.CheckRoles(ProductionRoles()); err != nil {
+		return nil, fail.Errorf(fail.Invalid, "release %q: %w", r.Dir, err)
+	}
+	if err := canon.CheckReleaseBounds(r.Inventory); err != nil {
 		return nil, fail.Errorf(fail.Invalid, "release %q: %w", r.Dir, err)
 	}
 	constraint, err := ToolConstraint(toolVersion)

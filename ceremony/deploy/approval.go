@@ -144,9 +144,10 @@ func checkApprovalIntent(p *PreflightRecord) error {
 // approvalPolicy or approval.
 func (h *Head) hasFlatKeys() bool { return h.ApprovalPolicy != "" || h.Approval != nil }
 
-// headLabels is the Head ConfigMap's exact label set for h.
-func headLabels(h *Head) map[string]string {
-	l := map[string]string{LabelManagedBy: LabelManagedByValue, LabelHeadSchema: LabelHeadSchemaValue}
+// headLabels is the Head ConfigMap's exact label set for h stored in the
+// form of schema.
+func headLabels(h *Head, schema string) map[string]string {
+	l := map[string]string{LabelManagedBy: LabelManagedByValue, LabelHeadSchema: headSchemaLabel(schema)}
 	if h.hasFlatKeys() {
 		l[gate.HeadApprovalLabel] = gate.HeadApprovalLabelValue
 	}
@@ -177,8 +178,8 @@ func (h *Head) flatKeys() map[string]string {
 // head.json: exactly headLabels(h), and exactly h's flat keys with their
 // values (a Head whose flat keys say other than its head.json is tamper:
 // the Head policy judged the flat keys).
-func (h *Head) checkFlat(cm *corev1.ConfigMap) error {
-	if want := headLabels(h); !maps.Equal(cm.Labels, want) {
+func (h *Head) checkFlat(cm *corev1.ConfigMap, schema string) error {
+	if want := headLabels(h, schema); !maps.Equal(cm.Labels, want) {
 		return fmt.Errorf("labels must be exactly %v, got %v", want, cm.Labels)
 	}
 	want := h.flatKeys()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 	"github.com/qinglong/kubectl-ql3/receipts"
 )
 
@@ -24,7 +25,7 @@ const (
 	HeadName             = inventory.HeadName // reserved: no release may contain it
 	HeadKey              = "head.json"
 	HeadSchema           = "qinglong/deployment-head@v1"
-	HeadMaxBytes         = 900 << 10
+	HeadMaxBytes         = canon.HeadJSONMaxBytes
 	LabelManagedBy       = "app.kubernetes.io/managed-by"
 	LabelManagedByValue  = "kubectl-ql3"
 	LabelHeadSchema      = "qinglong.io/head-schema"
@@ -166,23 +167,23 @@ func digestWithout(domain string, v any, drop ...string) (string, error) {
 	return inventory.DigestOf(domain, m)
 }
 
-// Bytes is the canonical head.json.
-func (h *Head) Bytes() ([]byte, error) { return inventory.Canonical(h) }
-
-// ConfigMap renders the Head as its ConfigMap in namespace ns.
+// ConfigMap renders the Head as its ConfigMap in namespace ns, head.json in
+// the form Bytes chooses. A head.json over HeadMaxBytes is refused before
+// anything is written (preflight and lock refuse such a release first:
+// CheckHeadFits, canon.CheckReleaseBounds).
 func (h *Head) ConfigMap(ns string) (*corev1.ConfigMap, error) {
-	data, err := h.Bytes()
+	data, schema, err := h.stored()
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > HeadMaxBytes {
-		return nil, fail.Errorf(fail.Invalid, "head: %d bytes exceeds the %d-byte bound (inventory of %d objects is too large for one Head)", len(data), HeadMaxBytes, len(h.Current.Inventory))
+		return nil, fail.Errorf(fail.Invalid, "head: head.json of %d objects is %d bytes, over the %d-byte bound (docs/head.md §2.2): split the release", len(h.Current.Inventory), len(data), HeadMaxBytes)
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        HeadName,
 			Namespace:   ns,
-			Labels:      headLabels(h),
+			Labels:      headLabels(h, schema),
 			Annotations: map[string]string{AnnotationSelfDigest: h.SelfDigest},
 		},
 		Data: h.flatKeys(),
@@ -223,11 +224,11 @@ func ParseHeadConfigMap(cm *corev1.ConfigMap) (*Head, error) {
 	if !ok {
 		return nil, tamper("%s: data key %q missing", ref, HeadKey)
 	}
-	h, err := ParseHead([]byte(raw))
+	h, schema, err := parseHead([]byte(raw))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
-	if err := h.checkFlat(cm); err != nil {
+	if err := h.checkFlat(cm, schema); err != nil {
 		return nil, tamper("%s: %v", ref, err)
 	}
 	if cm.Annotations[AnnotationSelfDigest] != h.SelfDigest {
@@ -239,36 +240,39 @@ func ParseHeadConfigMap(cm *corev1.ConfigMap) (*Head, error) {
 	return h, nil
 }
 
-// ParseHead strictly parses canonical head.json and validates it.
+// ParseHead strictly parses canonical head.json, in either stored form
+// (docs/head.md §2.1), and validates it; the Head it returns is the
+// logical one (schema HeadSchema, the inventory listed).
 func ParseHead(data []byte) (*Head, error) {
+	h, _, err := parseHead(data)
+	return h, err
+}
+
+// parseHead is ParseHead, also saying which form head.json was stored in.
+func parseHead(data []byte) (*Head, string, error) {
 	if len(data) > HeadMaxBytes {
-		return nil, tamper("head.json is %d bytes, over the %d-byte bound", len(data), HeadMaxBytes)
+		return nil, "", tamper("head.json is %d bytes, over the %d-byte bound", len(data), HeadMaxBytes)
 	}
-	var h Head
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
-		return nil, tamper("head.json: %v", err)
-	}
-	if dec.More() {
-		return nil, tamper("head.json: trailing data")
-	}
-	canon, err := h.Bytes()
+	h, schema, err := decodeHead(data)
 	if err != nil {
-		return nil, tamper("head.json: %v", err)
+		return nil, "", err
 	}
-	if !bytes.Equal(canon, data) {
-		return nil, tamper("head.json is not canonical JSON (RFC 8785) or has missing, null or duplicate fields")
+	again, err := h.encode(schema)
+	if err != nil {
+		return nil, "", tamper("head.json: %v", err)
+	}
+	if !bytes.Equal(again, data) {
+		return nil, "", tamper("head.json is not canonical JSON (RFC 8785) or has missing, null or duplicate fields")
 	}
 	if err := h.validate(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := h.checkApprovalMembers(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	want := h
+	want := *h
 	if err := want.Seal(); err != nil {
-		return nil, tamper("%v", err)
+		return nil, "", tamper("%v", err)
 	}
 	for _, d := range []struct{ name, got, want string }{
 		{"deploymentDigest", h.DeploymentDigest, want.DeploymentDigest},
@@ -276,10 +280,10 @@ func ParseHead(data []byte) (*Head, error) {
 		{"selfDigest", h.SelfDigest, want.SelfDigest},
 	} {
 		if d.got != d.want {
-			return nil, tamper("head.json: %s %s does not match its content (recomputed %s)", d.name, d.got, d.want)
+			return nil, "", tamper("head.json: %s %s does not match its content (recomputed %s)", d.name, d.got, d.want)
 		}
 	}
-	return &h, nil
+	return h, schema, nil
 }
 
 var mutationIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -290,7 +294,7 @@ func (h *Head) validate() error {
 		return tamper("head.json: %s: "+format, append([]any{field}, args...)...)
 	}
 	if h.Schema != HeadSchema {
-		return bad("schema", "%q, want %q", h.Schema, HeadSchema)
+		return bad("schema", "%q, want %q or %q", h.Schema, HeadSchema, HeadSchemaV2)
 	}
 	if h.Phase != PhaseApplying && h.Phase != PhaseCommitted {
 		return bad("phase", "%q, want %q or %q", h.Phase, PhaseApplying, PhaseCommitted)

@@ -115,6 +115,9 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 		Retired:    retired,
 		Proposer:   proposer,
 	}
+	if err := o.checkHeadFits(head, ld, rec); err != nil {
+		return nil, err
+	}
 	out, replayed, err := writePreflightRecord(req, rec)
 	if err != nil {
 		return nil, err

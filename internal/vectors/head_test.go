@@ -3,6 +3,7 @@ package vectors
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,10 +46,10 @@ func headVerdict(t *testing.T, v vector, h *deploy.Head, err error, headJSON []b
 }
 
 // headDigests recomputes head.md's three digests and the expected-Head
-// token from head.json's bytes.
+// token from head.json's bytes: a v2 Head's are its v1 twin's (§2.1).
 func headDigests(t *testing.T, data []byte) map[string]string {
 	t.Helper()
-	h := jsonValue(t, data).(map[string]any)
+	h := v1Twin(jsonValue(t, data).(map[string]any))
 	without := func(drop ...string) []byte {
 		m := map[string]any{}
 		for k, v := range h {
@@ -87,5 +88,37 @@ func headDigests(t *testing.T, data []byte) map[string]string {
 	hex := func(d string) string { return strings.TrimPrefix(d, "sha256:") }
 	lock := h["current"].(map[string]any)["lockDigest"].(string)
 	out["expected-Head token"] = fmt.Sprintf("ql3h1-%v-%s-%s-%s", h["generation"], hex(out["deploymentDigest"]), hex(lock), hex(out["stateDigest"]))
+	return out
+}
+
+// v1Twin is head.json's logical document (docs/head.md §2.1): a v2 Head
+// with schema @v1 and current.inventory decoded from inventoryGroups, each
+// name the previous name's first `shared` characters and the suffix.
+func v1Twin(h map[string]any) map[string]any {
+	if h["schema"] != "qinglong/deployment-head@v2" {
+		return h
+	}
+	cur := map[string]any{}
+	for k, v := range h["current"].(map[string]any) {
+		cur[k] = v
+	}
+	inv := []any{}
+	for _, g := range cur["inventoryGroups"].([]any) {
+		g := g.(map[string]any)
+		prev := []rune{}
+		for _, n := range g["names"].([]any) {
+			pair := n.([]any)
+			name := append(slices.Clone(prev[:int(pair[0].(float64))]), []rune(pair[1].(string))...)
+			inv = append(inv, map[string]any{"apiVersion": g["apiVersion"], "kind": g["kind"], "namespace": g["namespace"], "name": string(name)})
+			prev = name
+		}
+	}
+	delete(cur, "inventoryGroups")
+	cur["inventory"] = inv
+	out := map[string]any{}
+	for k, v := range h {
+		out[k] = v
+	}
+	out["schema"], out["current"] = "qinglong/deployment-head@v1", cur
 	return out
 }

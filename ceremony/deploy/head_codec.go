@@ -1,0 +1,121 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// The Head's two stored forms (docs/head.md §2.1). A Head is one logical
+// document, the v1 form, over which every digest is defined; a Head whose
+// v1 text would be longer than HeadV1MaxBytes is stored in the v2 form,
+// which holds the same inventory packed (canon.PackInventory).
+const (
+	HeadSchemaV2           = "qinglong/deployment-head@v2"
+	LabelHeadSchemaValueV2 = "deployment-head-v2"
+	HeadV1MaxBytes         = 64 << 10
+)
+
+// headV2 is head.json in the v2 form: the logical Head with its schema and
+// its current deployment replaced (the outer members win over the
+// embedded Head's of the same name).
+type headV2 struct {
+	*Head
+	Schema  string        `json:"schema"`
+	Current headV2Current `json:"current"`
+}
+
+// headV2Current is current with the inventory packed: inventoryGroups in
+// place of inventory.
+type headV2Current struct {
+	receipts.Deployment
+	InventoryGroups []canon.InventoryGroup `json:"inventoryGroups"`
+}
+
+// Bytes is the canonical head.json as the Head is stored: the v1 form when
+// it is at most HeadV1MaxBytes, else the v2 form.
+func (h *Head) Bytes() ([]byte, error) {
+	data, _, err := h.stored()
+	return data, err
+}
+
+// stored is the stored head.json and its schema (see Bytes).
+func (h *Head) stored() ([]byte, string, error) {
+	v1, err := h.encode(HeadSchema)
+	if err != nil || len(v1) <= HeadV1MaxBytes {
+		return v1, HeadSchema, err
+	}
+	v2, err := h.encode(HeadSchemaV2)
+	return v2, HeadSchemaV2, err
+}
+
+// encode writes h in the form of schema (HeadSchema or HeadSchemaV2). The
+// logical Head's own schema member is always HeadSchema.
+func (h *Head) encode(schema string) ([]byte, error) {
+	if schema == HeadSchema {
+		return inventory.Canonical(h)
+	}
+	return inventory.Canonical(headV2{Head: h, Schema: schema,
+		Current: headV2Current{Deployment: h.Current.Deployment, InventoryGroups: canon.PackInventory(h.Current.Inventory)}})
+}
+
+// decodeHead strictly decodes head.json of either form into the logical
+// Head and says which form it was. A v2 document's packed inventory must be
+// the unique packing of what it decodes to; whether that inventory is
+// sorted, unique, counted and digested is validate's (as for v1).
+func decodeHead(data []byte) (*Head, string, error) {
+	var peek struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &peek); err != nil {
+		return nil, "", tamper("head.json: %v", err)
+	}
+	if peek.Schema != HeadSchemaV2 {
+		var h Head
+		if err := strictDecode(data, &h); err != nil {
+			return nil, "", err
+		}
+		return &h, HeadSchema, nil
+	}
+	w := headV2{Head: &Head{}}
+	if err := strictDecode(data, &w); err != nil {
+		return nil, "", err
+	}
+	ids, err := canon.UnpackInventory(w.Current.InventoryGroups)
+	if err != nil {
+		return nil, "", tamper("head.json: current.inventoryGroups: %v", err)
+	}
+	if w.Current.InventoryGroups == nil {
+		return nil, "", tamper("head.json: current.inventoryGroups is missing or null")
+	}
+	h := w.Head
+	h.Schema, h.Current = HeadSchema, HeadDeployment{Deployment: w.Current.Deployment, Inventory: ids}
+	if ids == nil {
+		h.Current.Inventory = []inventory.Identity{}
+	}
+	return h, HeadSchemaV2, nil
+}
+
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return tamper("head.json: %v", err)
+	}
+	if dec.More() {
+		return tamper("head.json: trailing data")
+	}
+	return nil
+}
+
+// headSchemaLabel is the value of the label qinglong.io/head-schema for a
+// Head stored in the form of schema.
+func headSchemaLabel(schema string) string {
+	if schema == HeadSchemaV2 {
+		return LabelHeadSchemaValueV2
+	}
+	return LabelHeadSchemaValue
+}

@@ -1,0 +1,157 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// upgradeHead is a committed upgrade Head whose inventory is inv.
+func upgradeHead(t testing.TB, inv []inventory.Identity) *Head {
+	t.Helper()
+	prev := dep("3.0.0", 'p', inv)
+	return committedHead(t, 2, dep("3.1.0", 'q', inv), inv, &prev)
+}
+
+// storedSchema is the schema member of stored head.json.
+func storedSchema(t *testing.T, data []byte) string {
+	t.Helper()
+	var s struct{ Schema string }
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Schema
+}
+
+// TestHeadStoredForms: a small Head is stored in v1 byte for byte as before
+// (its logical document); a Head of a 10k release with realistic names is
+// stored in v2 within 256 KiB, its ConfigMap labelled v2, and reads back as
+// the same logical Head with the same digests, which are its v1 twin's.
+func TestHeadStoredForms(t *testing.T) {
+	small := upgradeHead(t, ids("a", "b"))
+	data, err := small.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logical, _ := inventory.Canonical(small); string(data) != string(logical) || storedSchema(t, data) != HeadSchema {
+		t.Fatalf("a small Head is not stored as its v1 document")
+	}
+	for _, hashed := range []bool{false, true} {
+		h := upgradeHead(t, testkit.TenThousand(hashed))
+		cm, err := h.ConfigMap("ns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := []byte(cm.Data[HeadKey])
+		twin, _ := inventory.Canonical(h)
+		t.Logf("hashed=%v: head.json %d bytes stored (v2), %d bytes as v1", hashed, len(stored), len(twin))
+		if storedSchema(t, stored) != HeadSchemaV2 || cm.Labels[LabelHeadSchema] != LabelHeadSchemaValueV2 || len(stored) > 256<<10 {
+			t.Fatalf("hashed=%v: stored as %s (label %s), %d bytes: want v2 within 256 KiB", hashed, storedSchema(t, stored), cm.Labels[LabelHeadSchema], len(stored))
+		}
+		got, err := ParseHeadConfigMap(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, _ := inventory.Canonical(got); string(back) != string(twin) || got.SelfDigest != h.SelfDigest || got.StateDigest != h.StateDigest {
+			t.Fatalf("hashed=%v: the v2 Head does not read back as its logical Head", hashed)
+		}
+	}
+}
+
+// TestHeadV1StillRead: a v1 Head of 10,001 short-named objects, as the
+// first format wrote it (805 KB), is still read, and its next write is v2.
+func TestHeadV1StillRead(t *testing.T) {
+	h := upgradeHead(t, testkit.ShortNames("ns"))
+	v1, err := h.encode(HeadSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseHead(v1)
+	if err != nil || got.SelfDigest != h.SelfDigest {
+		t.Fatalf("a %d-byte v1 Head is refused: %v", len(v1), err)
+	}
+	v2, err := got.Bytes()
+	if err != nil || storedSchema(t, v2) != HeadSchemaV2 {
+		t.Fatalf("its next write is not v2: %v", err)
+	}
+	t.Logf("10,001 short names: v1 %d bytes, v2 %d bytes", len(v1), len(v2))
+}
+
+// TestHeadV2Rules: each rule of the v2 form broken once is tamper.
+func TestHeadV2Rules(t *testing.T) {
+	h := upgradeHead(t, ids("a-1", "a-2", "b"))
+	v2, err := h.encode(HeadSchemaV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ from, to, err string }{
+		"shared not longest":    {`[2,"2"]`, `[0,"a-2"]`, "longest common prefix"},
+		"empty suffix":          {`[2,"2"]`, `[3,""]`, "suffix is empty"},
+		"inventory listed too":  {`"inventoryGroups"`, `"inventory":[],"inventoryGroups"`, "unknown field"},
+		"names not an array":    {`[0,"b"]`, `"b"`, "[shared"},
+		"group split":           {`,[0,"b"]],"namespace":"ns"}`, `],"namespace":"ns"},{"apiVersion":"v1","kind":"ConfigMap","names":[[0,"b"]],"namespace":"ns"}`, "one run is one group"},
+		"out of order":          {`,[0,"b"]],"namespace":"ns"}`, `],"namespace":"ns"},{"apiVersion":"v1","kind":"ConfigMap","names":[[0,"b"]],"namespace":"a"}`, "out of order"},
+		"inventoryGroups null":  {`"inventoryGroups":[{"apiVersion":"v1","kind":"ConfigMap","names":[[0,"a-1"],[2,"2"],[0,"b"]],"namespace":"ns"}]`, `"inventoryGroups":null`, "missing or null"},
+		"schema v1 with groups": {HeadSchemaV2, HeadSchema, "unknown field"},
+	} {
+		bad := strings.Replace(string(v2), c.from, c.to, 1)
+		if bad == string(v2) {
+			t.Fatalf("%s: %q not in %s", name, c.from, v2)
+		}
+		_, err := ParseHead([]byte(bad))
+		if !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want tamper %q", name, err, c.err)
+		}
+	}
+	cm, err := h.ConfigMap("ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[HeadKey], cm.Labels[LabelHeadSchema] = string(v2), LabelHeadSchemaValue
+	if _, err := ParseHeadConfigMap(cm); !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "labels must be exactly") {
+		t.Errorf("a v2 head.json under the v1 label: %v", err)
+	}
+}
+
+// boundLoaded is a release of inventory inv as preflight loads it.
+func boundLoaded(inv []inventory.Identity) *loaded {
+	digest, _ := inventory.InventoryDigest(inv)
+	return &loaded{
+		release:    &inventory.Release{Inventory: inv, InventoryDigest: digest},
+		lock:       &inventory.Lock{Release: inventory.LockRelease{Version: "3.2.0"}, Target: inventory.LockTarget{ClusterIdentity: d('1'), Namespace: "ns"}},
+		lockDigest: d('l'),
+	}
+}
+
+// TestCheckHeadFits: the preflight's bound agrees with the lock's — an
+// upgrade to a release at the lock's bound, under the two-person rule,
+// leads to a Head that fits — and refuses a retire whose retired list
+// would not fit, before any record is written.
+func TestCheckHeadFits(t *testing.T) {
+	inv := testkit.SizedInventory(t, "ns", canon.MaxPackedInventoryBytes, false, func(b canon.ReleaseBounds) int { return b.Packed })
+	prev := upgradeHead(t, inv[:len(inv)-1])
+	o := &Options{ToolVersion: "v0.1.0"}
+	rec := &PreflightRecord{Command: Command{Transition: TransitionUpgrade, Version: "3.2.0", FieldManager: "kubectl-ql3", Approval: ApprovalTwoPerson},
+		Steps: PreflightSteps{Identity: d('2'), DryRun: d('3')}, Proposer: "alice@example.com"}
+	if err := o.checkHeadFits(prev, boundLoaded(inv), rec); err != nil {
+		t.Fatalf("a release at the lock's bound: %v", err)
+	}
+	kept := inv[:len(inv)/2]
+	retire := *rec
+	retire.Command.Transition = TransitionRetire
+	for _, id := range inv[len(inv)/2:] {
+		retire.Retired = append(retire.Retired, receipts.Retired{ID: id, UID: strings.Repeat("u", 36), ResourceVersion: "123456", ReviewedDigest: d('v'), Outcome: receipts.OutcomePending})
+	}
+	err := o.checkHeadFits(upgradeHead(t, inv), boundLoaded(kept), &retire)
+	want := fmt.Sprintf("(%d objects, %d retired), over the %d-byte bound", len(kept), len(retire.Retired), HeadMaxBytes)
+	if !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a retire of %d objects: %v, want invalid %q", len(retire.Retired), err, want)
+	}
+}
