@@ -20,8 +20,8 @@ import (
 // objects as the first format wrote it (its ConfigMap 92% of the API's
 // 1 MiB) is read, and the ceremony's next Head writes (applying, then
 // committed: the compare-and-swap and settle reads apply uses) supersede
-// it in the v2 form; and the Head of a 10k release with realistic,
-// hashed names is written and read back. Each ConfigMap, as the API
+// it in the v2 form; and the Heads of 10k releases with realistic names
+// (serial, and hashed) are written and read back. Each ConfigMap, as the API
 // returns it, is measured: the v2 ones are within 256 KiB, and each read
 // gives the logical Head whose receipt is the written Head's, byte for
 // byte.
