@@ -684,10 +684,13 @@ type headMutation struct {
 // the annotation: only the Head's rules can catch it.
 func resealHead(edit func(h *deploy.Head)) func(cm *corev1.ConfigMap, _ *rand.Rand) bool {
 	return func(cm *corev1.ConfigMap, _ *rand.Rand) bool {
-		var h deploy.Head
-		if json.Unmarshal([]byte(cm.Data[deploy.HeadKey]), &h) != nil {
+		// ParseHead reads either stored form as the logical Head (a v2
+		// head.json, unmarshalled as is, would lose its packed inventory).
+		parsed, err := deploy.ParseHead([]byte(cm.Data[deploy.HeadKey]))
+		if err != nil {
 			return false
 		}
+		h := *parsed
 		edit(&h)
 		if h.Seal() != nil {
 			return false
