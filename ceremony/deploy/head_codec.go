@@ -42,11 +42,19 @@ func (h *Head) Bytes() ([]byte, error) {
 	return data, err
 }
 
-// stored is the stored head.json and its schema (see Bytes).
+// listedIdentityMinBytes is the least an identity adds to the v1 text:
+// {"apiVersion":"","kind":"","name":"","namespace":""} and a comma.
+const listedIdentityMinBytes = 51
+
+// stored is the stored head.json and its schema (see Bytes). An inventory
+// whose identities alone make the v1 text too long is not encoded as v1 at
+// all.
 func (h *Head) stored() ([]byte, string, error) {
-	v1, err := h.encode(HeadSchema)
-	if err != nil || len(v1) <= HeadV1MaxBytes {
-		return v1, HeadSchema, err
+	if len(h.Current.Inventory)*listedIdentityMinBytes <= HeadV1MaxBytes {
+		v1, err := h.encode(HeadSchema)
+		if err != nil || len(v1) <= HeadV1MaxBytes {
+			return v1, HeadSchema, err
+		}
 	}
 	v2, err := h.encode(HeadSchemaV2)
 	return v2, HeadSchemaV2, err

@@ -155,3 +155,33 @@ func TestCheckHeadFits(t *testing.T) {
 		t.Fatalf("a retire of %d objects: %v, want invalid %q", len(retire.Retired), err, want)
 	}
 }
+
+// TestHeadFormThreshold: a Head whose v1 text is exactly HeadV1MaxBytes is
+// stored as v1, one a byte longer as v2.
+func TestHeadFormThreshold(t *testing.T) {
+	names := make([]string, 600)
+	for i := range names {
+		names[i] = fmt.Sprintf("cm-%04d", i)
+	}
+	base, err := upgradeHead(t, ids(names...)).encode(HeadSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{HeadV1MaxBytes, HeadV1MaxBytes + 1} {
+		inv := ids(names...)
+		inv[len(inv)-1].Name += strings.Repeat("z", size-len(base))
+		h := upgradeHead(t, inv)
+		v1, _ := h.encode(HeadSchema)
+		data, err := h.Bytes()
+		if err != nil || len(v1) != size {
+			t.Fatalf("v1 text %d bytes, want %d: %v", len(v1), size, err)
+		}
+		want := HeadSchema
+		if size > HeadV1MaxBytes {
+			want = HeadSchemaV2
+		}
+		if got := storedSchema(t, data); got != want {
+			t.Errorf("a Head of %d bytes as v1 is stored as %s, want %s", size, got, want)
+		}
+	}
+}
