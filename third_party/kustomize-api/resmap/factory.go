@@ -125,12 +125,9 @@ func (rmF *Factory) FromSecretArgs(
 
 func newResMapFromResourceSlice(
 	resources []*resource.Resource) (ResMap, error) {
-	result := New()
-	for _, res := range resources {
-		err := result.Append(res)
-		if err != nil {
-			return nil, err
-		}
+	result := newOne()
+	if err := result.appendAll(resources); err != nil {
+		return nil, err
 	}
 	return result, nil
 }

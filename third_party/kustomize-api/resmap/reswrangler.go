@@ -467,13 +467,44 @@ func (m *resWrangler) AppendAll(other ResMap) error {
 }
 
 // appendAll appends all the resources, error on Id collision.
+// It is Append for each resource in turn, but collects the current ids
+// once into a set instead of scanning the whole map for each resource,
+// which made building a map of n resources O(n^2).
 func (m *resWrangler) appendAll(list []*resource.Resource) error {
+	if len(list) == 0 {
+		return nil
+	}
+	ids := make(map[idKey]struct{}, len(m.rList)+len(list))
+	for _, r := range m.rList {
+		ids[keyOf(r.CurId())] = struct{}{}
+	}
 	for _, res := range list {
-		if err := m.Append(res); err != nil {
-			return err
+		id := res.CurId()
+		k := keyOf(id)
+		if _, found := ids[k]; found {
+			return fmt.Errorf(
+				"may not add resource with an already registered id: %s", id)
 		}
+		ids[k] = struct{}{}
+		m.append(res)
 	}
 	return nil
+}
+
+// idKey is a map key for a ResId: two ids have the same key exactly when
+// ResId.Equals holds between them.
+type idKey struct {
+	group, version, kind, name, namespace string
+}
+
+func keyOf(id resid.ResId) idKey {
+	return idKey{
+		group:     id.Group,
+		version:   id.Version,
+		kind:      id.Kind,
+		name:      id.Name,
+		namespace: id.EffectiveNamespace(),
+	}
 }
 
 // AbsorbAll implements ResMap.

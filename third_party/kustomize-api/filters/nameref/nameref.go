@@ -39,6 +39,20 @@ type Filter struct {
 
 	// Set of resources to scan to find the ReferralTarget.
 	ReferralCandidates resmap.ResMap
+
+	// PreviousIds, if not nil, returns a candidate's PrevIds. A caller
+	// that runs filters for many referrers over the same candidates sets
+	// it to a lookup that computes each candidate's previous ids once.
+	// Nil calls Resource.PrevIds each time.
+	PreviousIds func(*resource.Resource) []resid.ResId
+}
+
+// prevIds is f.PreviousIds, or Resource.PrevIds if it is not set.
+func (f Filter) prevIds() func(*resource.Resource) []resid.ResId {
+	if f.PreviousIds != nil {
+		return f.PreviousIds
+	}
+	return (*resource.Resource).PrevIds
 }
 
 // At time of writing, in practice this is called with a slice with only
@@ -239,9 +253,10 @@ func acceptAll(r *resource.Resource) bool {
 	return true
 }
 
-func previousNameMatches(name string) sieveFunc {
+func previousNameMatches(
+	name string, prevIds func(*resource.Resource) []resid.ResId) sieveFunc {
 	return func(r *resource.Resource) bool {
-		for _, id := range r.PrevIds() {
+		for _, id := range prevIds(r) {
 			if id.Name == name {
 				return true
 			}
@@ -250,9 +265,10 @@ func previousNameMatches(name string) sieveFunc {
 	}
 }
 
-func previousIdSelectedByGvk(gvk *resid.Gvk) sieveFunc {
+func previousIdSelectedByGvk(
+	gvk *resid.Gvk, prevIds func(*resource.Resource) []resid.ResId) sieveFunc {
 	return func(r *resource.Resource) bool {
-		for _, id := range r.PrevIds() {
+		for _, id := range prevIds(r) {
 			if id.IsSelected(gvk) {
 				return true
 			}
@@ -279,7 +295,7 @@ func (f Filter) roleRefFilter() sieveFunc {
 	if err != nil {
 		return acceptAll
 	}
-	return previousIdSelectedByGvk(roleRefGvk)
+	return previousIdSelectedByGvk(roleRefGvk, f.prevIds())
 }
 
 func prefixSuffixEquals(other resource.ResCtx, allowEmpty bool) sieveFunc {
@@ -316,8 +332,8 @@ func (f Filter) selectReferral(
 	candidates []*resource.Resource,
 	// function that returns whether two referrals are identical for the purposes of the transformation
 	candidatesIdentical func(resources []*resource.Resource) bool) (*resource.Resource, error) {
-	candidates = doSieve(candidates, previousNameMatches(oldName))
-	candidates = doSieve(candidates, previousIdSelectedByGvk(&f.ReferralTarget))
+	candidates = doSieve(candidates, previousNameMatches(oldName, f.prevIds()))
+	candidates = doSieve(candidates, previousIdSelectedByGvk(&f.ReferralTarget, f.prevIds()))
 	candidates = doSieve(candidates, f.roleRefFilter())
 	candidates = doSieve(candidates, f.sameCurrentNamespaceAsReferrer())
 	if len(candidates) == 1 {

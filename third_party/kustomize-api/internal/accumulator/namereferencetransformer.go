@@ -48,23 +48,71 @@ func newNameReferenceTransformer(
 // If the Deployment's name changes, e.g. a prefix is added,
 // then the HPA's reference to the Deployment must be fixed.
 //
+//
+// The fix-ups change reference fields in referrers and never the current
+// or previous ids of any resource (and fMap is visited in random order, so
+// the result would not be well defined if they did). Hence, within one call:
+// the candidates of all referrers in the same namespace, RoleBindings
+// aside, are the same subset, computed once per namespace rather than once
+// per referrer; and each candidate's previous ids are computed once rather
+// than once per referrer (both were O(n^2) in the number of resources).
 func (t *nameReferenceTransformer) Transform(m resmap.ResMap) error {
 	fMap := t.determineFilters(m.Resources())
 	debug(fMap)
+	subsets := make(map[subsetKey]resmap.ResMap)
+	prevIds := make(map[*resource.Resource][]resid.ResId)
+	previousIds := func(r *resource.Resource) []resid.ResId {
+		ids, ok := prevIds[r]
+		if !ok {
+			ids = r.PrevIds()
+			prevIds[r] = ids
+		}
+		return ids
+	}
 	for r, fList := range fMap {
-		c, err := m.SubsetThatCouldBeReferencedByResource(r)
+		c, err := subsetFor(m, r, subsets)
 		if err != nil {
 			return err
 		}
 		for _, f := range fList {
 			f.Referrer = r
 			f.ReferralCandidates = c
+			f.PreviousIds = previousIds
 			if err := f.Referrer.ApplyFilter(f); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// subsetKey is what m.SubsetThatCouldBeReferencedByResource(r) depends on
+// when r is not a RoleBinding: whether r is cluster-scoped, and if not, its
+// effective namespace.
+type subsetKey struct {
+	clusterScoped bool
+	namespace     string
+}
+
+// subsetFor is m.SubsetThatCouldBeReferencedByResource(r), remembered in
+// subsets by r's subsetKey. A RoleBinding's subset also depends on its
+// subjects, so it is not remembered.
+func subsetFor(m resmap.ResMap, r *resource.Resource,
+	subsets map[subsetKey]resmap.ResMap) (resmap.ResMap, error) {
+	if r.GetKind() == "RoleBinding" {
+		return m.SubsetThatCouldBeReferencedByResource(r)
+	}
+	id := r.CurId()
+	key := subsetKey{clusterScoped: id.IsClusterScoped(), namespace: id.EffectiveNamespace()}
+	if c, ok := subsets[key]; ok {
+		return c, nil
+	}
+	c, err := m.SubsetThatCouldBeReferencedByResource(r)
+	if err != nil {
+		return nil, err
+	}
+	subsets[key] = c
+	return c, nil
 }
 
 func debug(fMap filterMap) {

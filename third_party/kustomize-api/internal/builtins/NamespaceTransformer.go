@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/errors"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/yaml"
 )
 
@@ -47,7 +48,15 @@ func (p *NamespaceTransformerPlugin) Transform(m resmap.ResMap) error {
 	if len(p.Namespace) == 0 {
 		return nil
 	}
-	for _, r := range m.Resources() {
+	// How many resources hold each current id, kept up to date as each
+	// resource is moved, so that the conflict check below is a lookup
+	// instead of a scan of the whole map per resource (O(n^2) in all).
+	resources := m.Resources()
+	ids := make(map[namespaceIdKey]int, len(resources))
+	for _, r := range resources {
+		ids[keyOfId(r.CurId())]++
+	}
+	for _, r := range resources {
 		if r.IsNilOrEmpty() {
 			// Don't mutate empty objects?
 			continue
@@ -56,6 +65,7 @@ func (p *NamespaceTransformerPlugin) Transform(m resmap.ResMap) error {
 			// Don't apply namespace on Helm generated manifest. Helm should take care of it.
 			continue
 		}
+		was := keyOfId(r.CurId())
 		r.StorePreviousId()
 		if err := r.ApplyFilter(namespace.Filter{
 			Namespace:              p.Namespace,
@@ -65,13 +75,32 @@ func (p *NamespaceTransformerPlugin) Transform(m resmap.ResMap) error {
 		}); err != nil {
 			return err
 		}
-		matches := m.GetMatchingResourcesByCurrentId(r.CurId().Equals)
-		if len(matches) != 1 {
+		id := r.CurId()
+		ids[was]--
+		ids[keyOfId(id)]++
+		if ids[keyOfId(id)] != 1 {
+			matches := m.GetMatchingResourcesByCurrentId(id.Equals)
 			return fmt.Errorf(
 				"namespace transformation produces ID conflict: %+v", matches)
 		}
 	}
 	return nil
+}
+
+// namespaceIdKey is a map key for a ResId: two ids have the same key
+// exactly when ResId.Equals holds between them.
+type namespaceIdKey struct {
+	group, version, kind, name, namespace string
+}
+
+func keyOfId(id resid.ResId) namespaceIdKey {
+	return namespaceIdKey{
+		group:     id.Group,
+		version:   id.Version,
+		kind:      id.Kind,
+		name:      id.Name,
+		namespace: id.EffectiveNamespace(),
+	}
 }
 
 func NewNamespaceTransformerPlugin() resmap.TransformerPlugin {
