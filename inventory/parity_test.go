@@ -29,43 +29,49 @@ func TestKubectlKustomizeParity(t *testing.T) {
 	kubectlPath := filepath.Join(binDir, "kubectl")
 	for _, f := range []string{"v3.0.0", "v3.1.0", "v3.1.1", "v3.1.0-drop"} {
 		t.Run(f, func(t *testing.T) {
-			dir := filepath.Join("..", "testdata", "releases", f)
-			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(kubectlPath, "kustomize", dir)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("%s kustomize %s: %v\n%s", kubectlPath, dir, err, stderr.Bytes())
-			}
-			var theirs []map[string]any
-			dec := utilyaml.NewYAMLOrJSONDecoder(&stdout, 4096)
-			for {
-				var u unstructured.Unstructured
-				err := dec.Decode(&u.Object)
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(u.Object) > 0 {
-					theirs = append(theirs, u.Object)
-				}
-			}
-			slices.SortFunc(theirs, func(a, b map[string]any) int { return Compare(identityOf(a), identityOf(b)) })
-
-			r, err := Render(filesys.MakeFsOnDisk(), dir, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ours []map[string]any
-			for _, o := range r.Objects {
-				ours = append(ours, o.Object)
-			}
-			// Compare canonical JSON: both sides decode numbers their own way.
-			if diff := cmp.Diff(canonicalEach(t, theirs), canonicalEach(t, ours)); diff != "" {
-				t.Errorf("kubectl kustomize (-) vs Render (+):\n%s", diff)
-			}
+			compareWithKubectlKustomize(t, kubectlPath, filepath.Join("..", "testdata", "releases", f))
 		})
+	}
+}
+
+// compareWithKubectlKustomize renders dir with `kubectl kustomize` and with
+// Render, and fails unless both give the same objects.
+func compareWithKubectlKustomize(t *testing.T, kubectlPath, dir string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(kubectlPath, "kustomize", dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s kustomize %s: %v\n%s", kubectlPath, dir, err, stderr.Bytes())
+	}
+	var theirs []map[string]any
+	dec := utilyaml.NewYAMLOrJSONDecoder(&stdout, 4096)
+	for {
+		var u unstructured.Unstructured
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			theirs = append(theirs, u.Object)
+		}
+	}
+	slices.SortFunc(theirs, func(a, b map[string]any) int { return Compare(identityOf(a), identityOf(b)) })
+
+	r, err := Render(filesys.MakeFsOnDisk(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []map[string]any
+	for _, o := range r.Objects {
+		ours = append(ours, o.Object)
+	}
+	// Compare canonical JSON: both sides decode numbers their own way.
+	if diff := cmp.Diff(canonicalEach(t, theirs), canonicalEach(t, ours)); diff != "" {
+		t.Errorf("kubectl kustomize (-) vs Render (+):\n%s", diff)
 	}
 }
 
