@@ -86,6 +86,8 @@ type lockOptions struct {
 	update          bool
 	output          string
 	noCache         bool
+	// prof holds only the hidden --cpuprofile and --memprofile.
+	prof ceremonyFlags
 
 	// Resolved by Complete.
 	opts     inventory.Options
@@ -126,9 +128,18 @@ are printed instead (-o name: the lock file's path).`,
 			if err := o.Complete(cmd); err != nil {
 				return err
 			}
+			if err := o.prof.begin(); err != nil {
+				return err
+			}
+			defer o.prof.end(o.streams.ErrOut)
 			return o.Run(cmd.Context())
 		},
 	}
+	// Profiling the render of a large release (docs/performance.md); hidden.
+	cmd.Flags().StringVar(&o.prof.cpuProfile, "cpuprofile", "", "write a CPU profile of this command to `FILE`")
+	cmd.Flags().StringVar(&o.prof.memProfile, "memprofile", "", "write an allocation profile of this command to `FILE`")
+	_ = cmd.Flags().MarkHidden("cpuprofile")
+	_ = cmd.Flags().MarkHidden("memprofile")
 	cmd.Flags().StringVar(&o.version, "version", "", "the release `VERSION`: strict SemVer 2.0.0, without a leading v (required)")
 	cmd.Flags().StringVar(&o.clusterIdentity, "cluster-identity", "", "the target's cluster identity `DIGEST` (sha256:…, see kubectl ql3 version); do not contact a cluster for it")
 	cmd.Flags().BoolVar(&o.update, "update", false, "replace an existing lock")
