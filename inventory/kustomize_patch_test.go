@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
@@ -109,5 +112,37 @@ func writeTestFile(t *testing.T, path, body string) {
 	}
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRenderConcurrent renders one release in several goroutines at once:
+// the patched kustomize keeps its caches per call, so concurrent renders
+// share no state (run with -race, as make test does) and agree.
+func TestRenderConcurrent(t *testing.T) {
+	root := t.TempDir()
+	writeBenchMix(t, filepath.Join(root, "a"), "ns-a", "a-", 200, true)
+	writeBenchMix(t, filepath.Join(root, "b"), "ns-b", "b-", 200, false)
+	writeTestFile(t, filepath.Join(root, "kustomization.yaml"), "namePrefix: p-\nresources:\n- a\n- b\n")
+	const renders = 4
+	digests := make([]string, renders)
+	errs := make([]error, renders)
+	var wg sync.WaitGroup
+	for i := range renders {
+		wg.Go(func() {
+			r, err := Render(filesys.MakeFsOnDisk(), root, Options{})
+			if err == nil {
+				digests[i] = r.RenderDigest
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i := range renders {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if digests[i] != digests[0] {
+			t.Errorf("render %d: digest %s, render 0: %s", i, digests[i], digests[0])
+		}
 	}
 }
