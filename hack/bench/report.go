@@ -404,8 +404,7 @@ func markdown(rep *Report) string {
 		}
 	}
 	if r := rep.Render; r != nil {
-		fmt.Fprintf(&b, "\nRendering %s objects, same run: `kubectl ql3 lock` %.2f s / %.0f MiB and `kubectl ql3 lock verify` %.2f s / %.0f MiB vs `kubectl kustomize` %.2f s / %.0f MiB (lock %.2f× time; lock verify %.2f× time, %.2f× RSS).\n",
-			thousands(r.N), r.LockSeconds, r.LockRSSMiB, r.LockVerifySeconds, r.LockVerifyRSSMiB, r.KustomizeSeconds, r.KustomizeRSSMiB, r.LockRatio, r.Ratio, r.RSSRatio)
+		b.WriteString(renderLine(r))
 	}
 	if a := rep.Audit; a != nil {
 		fmt.Fprintf(&b, "Offline audit of a 1,000-receipt chain (`%s`): %.0f ms, %.0f MiB allocated.\n", a.Benchmark, a.NsPerOp/1e6, a.BytesPerOp/(1<<20))
@@ -434,4 +433,14 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// renderLine is the render benchmark's sentence of the table.
+func renderLine(r *RenderBench) string {
+	lock := "" // reports written before lock was timed have none
+	if r.LockSeconds > 0 {
+		lock = fmt.Sprintf("`kubectl ql3 lock` %.2f s / %.0f MiB (%.2f× time) and ", r.LockSeconds, r.LockRSSMiB, r.LockRatio)
+	}
+	return fmt.Sprintf("\nRendering %s objects, same run: %s`kubectl ql3 lock verify` %.2f s / %.0f MiB (%.2f× time, %.2f× RSS) vs `kubectl kustomize` %.2f s / %.0f MiB.\n",
+		thousands(r.N), lock, r.LockVerifySeconds, r.LockVerifyRSSMiB, r.Ratio, r.RSSRatio, r.KustomizeSeconds, r.KustomizeRSSMiB)
 }
