@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/konfig"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/inventory/rendercache"

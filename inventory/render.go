@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/konfig"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/krusty"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/kustomize/api/konfig"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"

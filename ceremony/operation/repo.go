@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"sigs.k8s.io/kustomize/api/konfig"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/konfig"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"

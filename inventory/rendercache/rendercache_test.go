@@ -65,7 +65,7 @@ func TestBuildDigest(t *testing.T) {
 			GoVersion: "go1.26.0",
 			Main:      debug.Module{Path: "github.com/qinglong/kubectl-ql3", Version: "v1.0.0"},
 			Deps: []*debug.Module{
-				{Path: "sigs.k8s.io/kustomize/api", Version: "v0.20.1", Sum: "h1:a"},
+				{Path: "github.com/qinglong/kubectl-ql3/third_party/kustomize-api", Version: "v0.20.1", Sum: "h1:a"},
 				{Path: "sigs.k8s.io/kustomize/kyaml", Version: "v0.20.1", Sum: "h1:b"},
 			},
 		}
@@ -124,7 +124,7 @@ func TestBuildIdentified(t *testing.T) {
 	vcs := func(rev, modified string) []debug.BuildSetting {
 		return []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
 	}
-	deps := []*debug.Module{{Path: "sigs.k8s.io/kustomize/api", Version: "v0.20.1", Sum: "h1:a"}}
+	deps := []*debug.Module{{Path: "github.com/qinglong/kubectl-ql3/third_party/kustomize-api", Version: "v0.20.1", Sum: "h1:a"}}
 	tests := []struct {
 		name    string
 		bi      debug.BuildInfo
@@ -136,7 +136,7 @@ func TestBuildIdentified(t *testing.T) {
 		{"devel, modified tree", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "(devel)"}, Deps: deps, Settings: vcs("abc", "true")}, "modified tree"},
 		{"version without sum", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "v1.0.0"}, Deps: deps}, "no module version"},
 		{"local replacement", debug.BuildInfo{Main: debug.Module{Path: "m", Version: "v1.0.0", Sum: "h1:m"},
-			Deps: []*debug.Module{{Path: "sigs.k8s.io/kustomize/api", Version: "v0.20.1", Replace: &debug.Module{Path: "../kustomize"}}}}, "local replacement"},
+			Deps: []*debug.Module{{Path: "github.com/qinglong/kubectl-ql3/third_party/kustomize-api", Version: "v0.20.1", Replace: &debug.Module{Path: "../kustomize"}}}}, "local replacement"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

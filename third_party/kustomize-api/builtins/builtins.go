@@ -5,7 +5,7 @@
 package builtins
 
 import (
-	internal "sigs.k8s.io/kustomize/api/internal/builtins"
+	internal "github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/builtins"
 )
 
 type (

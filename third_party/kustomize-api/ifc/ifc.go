@@ -5,7 +5,7 @@
 package ifc
 
 import (
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 

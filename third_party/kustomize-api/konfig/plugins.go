@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 

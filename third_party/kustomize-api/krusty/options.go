@@ -4,8 +4,8 @@
 package krusty
 
 import (
-	"sigs.k8s.io/kustomize/api/internal/plugins/builtinhelpers"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/plugins/builtinhelpers"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 )
 
 type ReorderOption string

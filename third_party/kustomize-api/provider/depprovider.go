@@ -4,10 +4,10 @@
 package provider
 
 import (
-	"sigs.k8s.io/kustomize/api/hasher"
-	"sigs.k8s.io/kustomize/api/ifc"
-	"sigs.k8s.io/kustomize/api/internal/validate"
-	"sigs.k8s.io/kustomize/api/resource"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/hasher"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/ifc"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/validate"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resource"
 )
 
 // DepProvider is a dependency provider, injecting different

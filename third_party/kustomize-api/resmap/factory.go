@@ -4,10 +4,10 @@
 package resmap
 
 import (
-	"sigs.k8s.io/kustomize/api/ifc"
-	"sigs.k8s.io/kustomize/api/internal/kusterr"
-	"sigs.k8s.io/kustomize/api/resource"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/ifc"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/kusterr"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resource"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"sigs.k8s.io/kustomize/api/internal/git"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/git"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 

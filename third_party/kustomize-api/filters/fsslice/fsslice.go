@@ -4,9 +4,9 @@
 package fsslice
 
 import (
-	"sigs.k8s.io/kustomize/api/filters/fieldspec"
-	"sigs.k8s.io/kustomize/api/filters/filtersutil"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/fieldspec"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/filtersutil"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 

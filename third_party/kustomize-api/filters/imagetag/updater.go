@@ -4,10 +4,10 @@
 package imagetag
 
 import (
-	"sigs.k8s.io/kustomize/api/filters/filtersutil"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/filtersutil"
 
-	"sigs.k8s.io/kustomize/api/internal/image"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/image"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log"
 
-	"sigs.k8s.io/kustomize/api/filters/nameref"
-	"sigs.k8s.io/kustomize/api/internal/plugins/builtinconfig"
-	"sigs.k8s.io/kustomize/api/resmap"
-	"sigs.k8s.io/kustomize/api/resource"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/nameref"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/plugins/builtinconfig"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resource"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 )
 

@@ -4,9 +4,9 @@
 package accumulator
 
 import (
-	"sigs.k8s.io/kustomize/api/filters/refvar"
-	"sigs.k8s.io/kustomize/api/resmap"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/refvar"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 )
 
 type refVarTransformer struct {

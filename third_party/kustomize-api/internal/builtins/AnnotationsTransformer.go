@@ -2,9 +2,9 @@
 package builtins
 
 import (
-	"sigs.k8s.io/kustomize/api/filters/annotations"
-	"sigs.k8s.io/kustomize/api/resmap"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/annotations"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/yaml"
 )
 

@@ -4,8 +4,8 @@ package builtins
 import (
 	"fmt"
 
-	"sigs.k8s.io/kustomize/api/ifc"
-	"sigs.k8s.io/kustomize/api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/ifc"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
 )
 
 type HashTransformerPlugin struct {

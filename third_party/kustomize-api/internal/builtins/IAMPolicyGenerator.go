@@ -2,9 +2,9 @@
 package builtins
 
 import (
-	"sigs.k8s.io/kustomize/api/filters/iampolicygenerator"
-	"sigs.k8s.io/kustomize/api/resmap"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/iampolicygenerator"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/yaml"
 )
 

@@ -4,10 +4,10 @@ package builtins
 import (
 	"fmt"
 
-	"sigs.k8s.io/kustomize/api/filters/namespace"
-	"sigs.k8s.io/kustomize/api/konfig"
-	"sigs.k8s.io/kustomize/api/resmap"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/namespace"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/konfig"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/yaml"

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"reflect"
 
-	"sigs.k8s.io/kustomize/api/filters/replacement"
-	"sigs.k8s.io/kustomize/api/resmap"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/replacement"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/yaml"
 )
 

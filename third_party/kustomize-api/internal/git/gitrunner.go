@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"time"
 
-	"sigs.k8s.io/kustomize/api/internal/utils"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/utils"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )

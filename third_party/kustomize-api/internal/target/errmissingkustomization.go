@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"sigs.k8s.io/kustomize/api/konfig"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/konfig"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 )
 

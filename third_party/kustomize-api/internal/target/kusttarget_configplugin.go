@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"sigs.k8s.io/kustomize/api/internal/plugins/builtinconfig"
-	"sigs.k8s.io/kustomize/api/internal/plugins/builtinhelpers"
-	"sigs.k8s.io/kustomize/api/resmap"
-	"sigs.k8s.io/kustomize/api/resource"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/plugins/builtinconfig"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/plugins/builtinhelpers"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resource"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )

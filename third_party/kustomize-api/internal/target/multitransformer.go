@@ -4,7 +4,7 @@
 package target
 
 import (
-	"sigs.k8s.io/kustomize/api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
 )
 
 // multiTransformer contains a list of transformers.

@@ -3,7 +3,7 @@
 
 package utils
 
-import "sigs.k8s.io/kustomize/api/konfig"
+import "github.com/qinglong/kubectl-ql3/third_party/kustomize-api/konfig"
 
 const (
 	// build annotations

@@ -4,7 +4,7 @@
 package validate
 
 import (
-	"sigs.k8s.io/kustomize/api/ifc"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/ifc"
 )
 
 // FieldValidator implements ifc.Validator to check

@@ -4,7 +4,7 @@
 package localizer
 
 import (
-	"sigs.k8s.io/kustomize/api/internal/localizer"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/localizer"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )

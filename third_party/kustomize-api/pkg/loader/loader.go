@@ -5,7 +5,7 @@
 package loader
 
 import (
-	"sigs.k8s.io/kustomize/api/internal/loader"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/loader"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 

@@ -4,7 +4,7 @@
 package util
 
 import (
-	"sigs.k8s.io/kustomize/api/internal/image"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/image"
 )
 
 // Splits image string name into name, tag and digest

@@ -6,7 +6,7 @@ package builtinconfig
 import (
 	"strings"
 
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 )
 

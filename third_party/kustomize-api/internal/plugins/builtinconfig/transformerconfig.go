@@ -8,9 +8,9 @@ import (
 	"sort"
 	"sync"
 
-	"sigs.k8s.io/kustomize/api/ifc"
-	"sigs.k8s.io/kustomize/api/internal/konfig/builtinpluginconsts"
-	"sigs.k8s.io/kustomize/api/types"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/ifc"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/konfig/builtinpluginconsts"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 )
 

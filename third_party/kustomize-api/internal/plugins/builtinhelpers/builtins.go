@@ -4,8 +4,8 @@
 package builtinhelpers
 
 import (
-	"sigs.k8s.io/kustomize/api/internal/builtins"
-	"sigs.k8s.io/kustomize/api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/builtins"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
 )
 
 //go:generate go tool stringer -type=BuiltinPluginType

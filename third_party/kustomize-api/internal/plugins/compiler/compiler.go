@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"sigs.k8s.io/kustomize/api/internal/plugins/utils"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/plugins/utils"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 )
 

@@ -12,8 +12,8 @@ import (
 	"runtime"
 	"strings"
 
-	"sigs.k8s.io/kustomize/api/internal/plugins/utils"
-	"sigs.k8s.io/kustomize/api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/plugins/utils"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 	"sigs.k8s.io/yaml"
 )

@@ -16,7 +16,7 @@ package loader
 import (
 	"fmt"
 
-	"sigs.k8s.io/kustomize/api/resmap"
+	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 )
 
