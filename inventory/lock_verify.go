@@ -110,33 +110,7 @@ func VerifyLock(l *Lock, r *Release) error {
 	for _, img := range missingStrings(r.Images, l.Images) {
 		add("images", "%q is in the release but not in the lock", img)
 	}
-
-	lf, rf := map[string]string{}, map[string]string{}
-	var paths []string
-	for _, f := range l.Source.Files {
-		lf[f.Path] = f.Digest
-		paths = append(paths, f.Path)
-	}
-	for _, f := range r.Sources {
-		rf[f.Path] = f.Digest
-		if _, ok := lf[f.Path]; !ok {
-			paths = append(paths, f.Path)
-		}
-	}
-	slices.Sort(paths)
-	for _, p := range paths {
-		field := fmt.Sprintf("source.files[%q]", p)
-		ld, inLock := lf[p]
-		rd, inRelease := rf[p]
-		switch {
-		case !inRelease:
-			add(field, "in the lock but no longer read by the kustomization")
-		case !inLock:
-			add(field, "read by the kustomization but not in the lock")
-		case ld != rd:
-			add(field, "changed: lock %s, release %s", ld, rd)
-		}
-	}
+	verifySources(l, r, add)
 	if l.Source.Digest != r.SourceDigest {
 		add("source.digest", "lock %s, release %s", l.Source.Digest, r.SourceDigest)
 	}
@@ -174,6 +148,37 @@ func VerifyLock(l *Lock, r *Release) error {
 		return lockError(fmt.Sprintf("release %q does not match its lock", r.Dir), d)
 	}
 	return nil
+}
+
+// verifySources names every source file the lock and the release do not
+// agree on: absent from one of them, or with another digest.
+func verifySources(l *Lock, r *Release, add func(field, format string, args ...any)) {
+	lf, rf := map[string]string{}, map[string]string{}
+	var paths []string
+	for _, f := range l.Source.Files {
+		lf[f.Path] = f.Digest
+		paths = append(paths, f.Path)
+	}
+	for _, f := range r.Sources {
+		rf[f.Path] = f.Digest
+		if _, ok := lf[f.Path]; !ok {
+			paths = append(paths, f.Path)
+		}
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		field := fmt.Sprintf("source.files[%q]", p)
+		ld, inLock := lf[p]
+		rd, inRelease := rf[p]
+		switch {
+		case !inRelease:
+			add(field, "in the lock but no longer read by the kustomization")
+		case !inLock:
+			add(field, "read by the kustomization but not in the lock")
+		case ld != rd:
+			add(field, "changed: lock %s, release %s", ld, rd)
+		}
+	}
 }
 
 // missingExact returns the identities of a that b does not list with the
