@@ -35,6 +35,7 @@ func storedSchema(t *testing.T, data []byte) string {
 // stored in v2 within 256 KiB, its ConfigMap labelled v2, and reads back as
 // the same logical Head with the same digests, which are its v1 twin's.
 func TestHeadStoredForms(t *testing.T) {
+	t.Parallel() // pure: runs while the package's cluster tests wait on the API server
 	small := upgradeHead(t, ids("a", "b"))
 	data, err := small.Bytes()
 	if err != nil {
@@ -68,6 +69,7 @@ func TestHeadStoredForms(t *testing.T) {
 // TestHeadV1StillRead: a v1 Head of 10,001 short-named objects, as the
 // first format wrote it (805 KB), is still read, and its next write is v2.
 func TestHeadV1StillRead(t *testing.T) {
+	t.Parallel() // pure: runs while the package's cluster tests wait on the API server
 	h := upgradeHead(t, testkit.ShortNames("ns"))
 	v1, err := h.encode(HeadSchema)
 	if err != nil {
@@ -86,6 +88,7 @@ func TestHeadV1StillRead(t *testing.T) {
 
 // TestHeadV2Rules: each rule of the v2 form broken once is tamper.
 func TestHeadV2Rules(t *testing.T) {
+	t.Parallel() // pure: runs while the package's cluster tests wait on the API server
 	h := upgradeHead(t, ids("a-1", "a-2", "b"))
 	v2, err := h.encode(HeadSchemaV2)
 	if err != nil {
@@ -135,6 +138,7 @@ func boundLoaded(inv []inventory.Identity) *loaded {
 // leads to a Head that fits — and refuses a retire whose retired list
 // would not fit, before any record is written.
 func TestCheckHeadFits(t *testing.T) {
+	t.Parallel() // pure: runs while the package's cluster tests wait on the API server
 	inv := testkit.SizedInventory(t, "ns", canon.MaxPackedInventoryBytes, false, func(b canon.ReleaseBounds) int { return b.Packed })
 	prev := upgradeHead(t, inv[:len(inv)-1])
 	o := &Options{ToolVersion: "v0.1.0"}
@@ -159,6 +163,7 @@ func TestCheckHeadFits(t *testing.T) {
 // TestHeadFormThreshold: a Head whose v1 text is exactly HeadV1MaxBytes is
 // stored as v1, one a byte longer as v2.
 func TestHeadFormThreshold(t *testing.T) {
+	t.Parallel() // pure: runs while the package's cluster tests wait on the API server
 	names := make([]string, 600)
 	for i := range names {
 		names[i] = fmt.Sprintf("cm-%04d", i)
