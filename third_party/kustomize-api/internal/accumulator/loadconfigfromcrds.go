@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"strings"
 
-	"k8s.io/kube-openapi/pkg/validation/spec"
 	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/ifc"
 	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/internal/plugins/builtinconfig"
 	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/resid"

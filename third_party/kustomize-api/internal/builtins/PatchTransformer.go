@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/filters/patchjson6902"
 	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resmap"
 	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/resource"
 	"github.com/qinglong/kubectl-ql3/third_party/kustomize-api/types"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"sigs.k8s.io/kustomize/kyaml/errors"
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/yaml"

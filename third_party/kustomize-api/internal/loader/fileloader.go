@@ -153,9 +153,9 @@ func newLoaderAtConfirmedDir(
 //
 //	resources:
 //	- ../../base
-//	 - ../../shared/prod
+//	 - ../../common/prod
 //
-// YAML parses this as "../../base - ../../shared/prod", producing segment
+// YAML parses this as "../../base - ../../common/prod", producing segment
 // "base - .." which filepath.Clean absorbs, silently resolving to an
 // unintended directory.
 func hasAmbiguousPathSegment(path string) bool {
