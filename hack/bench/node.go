@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 )
 
 // NodeReport is bench-node.json: the fixed cost of the ceremony on real
@@ -129,40 +130,14 @@ func nodeRelease(dir, ns, image string, r int) error {
 		return err
 	}
 	kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\nresources:\n- web.yaml\n", ns)
-	web := nodeDeployment("web", "control", 2, image) + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app.kubernetes.io/name: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n"
+	web := testkit.WorkloadDeployment("web", "control", 2, image) + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app.kubernetes.io/name: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n"
 	for _, role := range []string{"admin", "control-ai", "worker"} {
-		web += "---\n" + nodeDeployment(role, role, 0, image)
+		web += "---\n" + testkit.WorkloadDeployment(role, role, 0, image)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(web), 0o644)
-}
-
-func nodeDeployment(name, role string, replicas int, image string) string {
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  labels: {qinglong.io/role: %[2]s}
-spec:
-  replicas: %[3]d
-  selector:
-    matchLabels: {app.kubernetes.io/name: %[1]s}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: %[1]s}
-    spec:
-      terminationGracePeriodSeconds: 5
-      containers:
-      - name: %[1]s
-        image: %[4]s
-        imagePullPolicy: Never
-        ports: [{name: http, containerPort: 8080}]
-        readinessProbe:
-          exec: {command: [/workload, -get, "http://127.0.0.1:8080/healthz"]}
-          periodSeconds: 1
-`, name, role, replicas, image)
 }
 
 func (b *nodeBed) namespace(ns string) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster/nodeimage"
+	"github.com/qinglong/kubectl-ql3/internal/testkit"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -109,31 +110,7 @@ func lockDir(t *testing.T, dir, version string) {
 
 // deployment is a Deployment of replicas pods of image labelled with role
 // (a lock binds every production role to a workload; only web runs pods).
-func deployment(name, role string, replicas int, image string) string {
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  labels: {qinglong.io/role: %[2]s}
-spec:
-  replicas: %[3]d
-  selector:
-    matchLabels: {app.kubernetes.io/name: %[1]s}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: %[1]s}
-    spec:
-      terminationGracePeriodSeconds: 5
-      containers:
-      - name: %[1]s
-        image: %[4]s
-        imagePullPolicy: Never
-        ports: [{name: http, containerPort: 8080}]
-        readinessProbe:
-          exec: {command: [/workload, -get, "http://127.0.0.1:8080/healthz"]}
-          periodSeconds: 1
-`, name, role, replicas, image)
-}
+var deployment = testkit.WorkloadDeployment
 
 // nodeOptions are the ceremony's options on the test cluster, as its
 // administrator, with a 2 minute --timeout and the progress in the log.
