@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
 
 // Options tune Render.
@@ -149,7 +150,7 @@ func Render(fsys filesys.FileSystem, dir string, opts Options) (*Release, error)
 // RenderDigest is the digest of rendered objects in inventory order: the
 // canonical JSON array of the objects under the "render" domain.
 func RenderDigest(objs []*unstructured.Unstructured) (string, error) {
-	return DigestOf(DomainRender, items(objs))
+	return canon.DigestOfArray(DomainRender, items(objs))
 }
 
 // items are the objects' contents, as the render digest covers them.

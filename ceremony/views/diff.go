@@ -18,6 +18,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/inventory/canon"
 	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
 )
 
@@ -96,10 +97,7 @@ func (r *DiffReport) HasChanges() bool { return r.Created+r.Changed+len(r.Retire
 // DiffDigest is the digest of the change list: the canonical JSON of
 // {"schema": DiffSchema, "objects": objects} under the "diff" domain.
 func DiffDigest(objects []ObjectChange) (string, error) {
-	if objects == nil {
-		objects = []ObjectChange{}
-	}
-	return inventory.DigestOf(DomainDiff, map[string]any{"schema": DiffSchema, "objects": objects})
+	return canon.DigestOfMemberArray(DomainDiff, map[string]any{"schema": DiffSchema}, "objects", objects)
 }
 
 // Differ is what Diff needs of the cluster: an exact GET and a server-side

@@ -5,6 +5,7 @@
 package canon
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -101,6 +103,73 @@ func DigestOf(domain string, v any) (string, error) {
 		return "", err
 	}
 	return DigestBytes(domain, c), nil
+}
+
+// DigestOfArray is DigestOf(domain, items): the same digest, computed one
+// element at a time. RFC 8785 serialises an array as "[", its elements'
+// canonical forms separated by ",", and "]", so the canonical form of a
+// whole release is never built: hashing 10,000 objects holds one object's
+// canonical JSON at a time, not the release's JSON three times over (the
+// encoding, the canonicaliser's tree and its output). A nil items is the
+// empty array, as DigestOf of an empty slice.
+func DigestOfArray[T any](domain string, items []T) (string, error) {
+	return DigestOfMemberArray(domain, nil, "", items)
+}
+
+// arrayPlaceholder stands for the array in DigestOfMemberArray's shell.
+const arrayPlaceholder = "kubectl-ql3 array placeholder \ufffe"
+
+// DigestOfMemberArray is DigestOf(domain, obj with obj[member] = items),
+// the array hashed one element at a time as DigestOfArray does; obj is not
+// modified. A nil obj digests the array alone. The shell (obj with a
+// placeholder string for the array) is canonicalised whole; should the
+// placeholder's canonical form occur in it more than once, the whole value
+// is canonicalised instead, so the digest is DigestOf's in every case.
+func DigestOfMemberArray[T any](domain string, obj map[string]any, member string, items []T) (string, error) {
+	if items == nil {
+		items = []T{}
+	}
+	before, after := []byte{}, []byte{}
+	if obj != nil {
+		shell := make(map[string]any, len(obj)+1)
+		for k, v := range obj {
+			shell[k] = v
+		}
+		shell[member] = arrayPlaceholder
+		c, err := Canonical(shell)
+		if err != nil {
+			return "", err
+		}
+		mark, err := Canonical(arrayPlaceholder)
+		if err != nil {
+			return "", err
+		}
+		if bytes.Count(c, mark) != 1 {
+			whole := shell
+			whole[member] = items
+			return DigestOf(domain, whole)
+		}
+		i := bytes.Index(c, mark)
+		before, after = c[:i], c[i+len(mark):]
+	}
+	h := sha256.New()
+	h.Write([]byte("kubectl-ql3/" + domain + "/v1"))
+	h.Write([]byte{0})
+	h.Write(before)
+	h.Write([]byte{'['})
+	for i, item := range items {
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		c, err := Canonical(item)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", strings.TrimSpace(member+" element "+strconv.Itoa(i)), err)
+		}
+		h.Write(c)
+	}
+	h.Write([]byte{']'})
+	h.Write(after)
+	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // ClusterIdentity is the target's identity: the domain-separated digest of

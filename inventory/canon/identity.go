@@ -65,10 +65,7 @@ func CheckSortedUnique(ids []Identity) error {
 // InventoryDigest is the digest of a sorted inventory: the canonical JSON
 // array of identities under the "inventory" domain.
 func InventoryDigest(ids []Identity) (string, error) {
-	if ids == nil {
-		ids = []Identity{}
-	}
-	return DigestOf(DomainInventory, ids)
+	return DigestOfArray(DomainInventory, ids)
 }
 
 // Missing returns the identities of a whose object is absent from b, in a's

@@ -1,0 +1,101 @@
+package canon
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestDigestOfArray: the element-at-a-time digest is DigestOf of the whole
+// array, byte for byte of what is hashed, on arrays whose canonical form
+// reorders members, rewrites numbers and escapes, nests arrays, or is
+// empty; and an element with no canonical form is refused naming it.
+func TestDigestOfArray(t *testing.T) {
+	for _, text := range []string{
+		`[]`,
+		`[null]`,
+		`[{}]`,
+		`[{"b":1,"a":[2,{"d":1e2,"c":"\u00e9"}]}]`,
+		`[{"kind":"ConfigMap","data":{"z":"1","a":"\ud83d\ude00"}},{"kind":"Service","spec":{"ports":[{"port":80}]}}]`,
+		`[1.0, -0, 1e-7, 123456789012345, "x", true, false, [[]], {"\u20ac":"€","$":"$"}]`,
+	} {
+		var items []any
+		if err := json.Unmarshal([]byte(text), &items); err != nil {
+			t.Fatal(err)
+		}
+		want, err := DigestOf(DomainRender, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DigestOfArray(DomainRender, items)
+		if err != nil || got != want {
+			t.Errorf("%s: DigestOfArray %s (%v), DigestOf %s", text, got, err, want)
+		}
+	}
+	if got, err := DigestOfArray[any](DomainRender, nil); err != nil || got != DigestBytes(DomainRender, []byte("[]")) {
+		t.Errorf("nil: %s (%v), want the digest of []", got, err)
+	}
+	_, err := DigestOfArray(DomainRender, []any{"ok", json.RawMessage(`"\ud800"`)})
+	if err == nil || !strings.Contains(err.Error(), "element 1") {
+		t.Errorf("a lone surrogate: %v, want a refusal naming element 1", err)
+	}
+}
+
+// TestDigestOfMemberArray: an object holding the array among other
+// members digests as DigestOf of the whole object, whatever the members'
+// order, including when another member holds the placeholder itself.
+func TestDigestOfMemberArray(t *testing.T) {
+	items := []any{map[string]any{"b": 2, "a": "x"}, "y"}
+	for _, obj := range []map[string]any{
+		{},
+		{"schema": "qinglong/diff@v1"},
+		{"a": 1, "z": []any{"q"}, "objectz": map[string]any{"objects": []any{}}},
+		{"schema": arrayPlaceholder},
+		{"nested": map[string]any{"k": arrayPlaceholder}},
+	} {
+		whole := map[string]any{"objects": items}
+		for k, v := range obj {
+			whole[k] = v
+		}
+		want, err := DigestOf(DomainRender, whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DigestOfMemberArray(DomainRender, obj, "objects", items)
+		if err != nil || got != want {
+			t.Errorf("%v: %s (%v), want %s", obj, got, err, want)
+		}
+		if _, ok := obj["objects"]; ok {
+			t.Errorf("%v: the caller's object was modified", obj)
+		}
+	}
+	want, _ := DigestOf(DomainRender, map[string]any{"objects": []any{}, "schema": "s"})
+	if got, err := DigestOfMemberArray[any](DomainRender, map[string]any{"schema": "s"}, "objects", nil); err != nil || got != want {
+		t.Errorf("nil items: %s (%v), want the empty array's %s", got, err, want)
+	}
+}
+
+// FuzzDigestOfArray: for any JSON array, the element-at-a-time digest and
+// the whole array's agree, or both refuse.
+func FuzzDigestOfArray(f *testing.F) {
+	for _, s := range []string{`[]`, `[{"b":1,"a":2}]`, `[1e21,"\u0000",{"":[]}]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var raw []json.RawMessage
+		if json.Unmarshal([]byte(text), &raw) != nil || raw == nil {
+			return
+		}
+		want, werr := DigestOf(DomainRender, raw)
+		got, gerr := DigestOfArray(DomainRender, raw)
+		if (werr == nil) != (gerr == nil) || got != want {
+			t.Fatalf("%q: DigestOfArray %s (%v), DigestOf %s (%v)", text, got, gerr, want, werr)
+		}
+		obj := map[string]any{"schema": text, "a": raw}
+		want, werr = DigestOf(DomainRender, map[string]any{"schema": text, "a": raw, "objects": raw})
+		got, gerr = DigestOfMemberArray(DomainRender, obj, "objects", raw)
+		if (werr == nil) != (gerr == nil) || got != want {
+			t.Fatalf("%q in an object: DigestOfMemberArray %s (%v), DigestOf %s (%v)", text, got, gerr, want, werr)
+		}
+	})
+}
