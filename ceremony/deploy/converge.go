@@ -199,10 +199,12 @@ func (c *convergence) refresh(force bool) {
 	c.p.update(applied, current, waiting)
 }
 
-// watch reads the applied objects back while the apply goes on, until ctx
-// ends (applyAll cancels it when the last object was applied). It uses a
-// quarter of --parallelism, leaving the rest to the applies.
-func (c *convergence) watch(ctx context.Context) {
+// watch reads the applied objects back while the apply goes on, until stop
+// is closed (applyAll closes it when the last object was applied: the
+// read in flight is finished first) or ctx ends (a failed apply cancels
+// it). It uses a quarter of --parallelism, leaving the rest to the
+// applies.
+func (c *convergence) watch(ctx context.Context, stop <-chan struct{}) {
 	par := max(1, c.o.Parallelism/4)
 	for {
 		if ids := c.pending(); len(ids) > 0 {
@@ -210,12 +212,16 @@ func (c *convergence) watch(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
+			case <-stop:
+				return
 			case <-time.After(c.pause()):
 			}
 			continue
 		}
 		select {
 		case <-ctx.Done():
+			return
+		case <-stop:
 			return
 		case <-c.wake:
 		}

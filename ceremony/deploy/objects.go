@@ -292,12 +292,20 @@ func (o *Options) applyAll(ctx context.Context, objs []*unstructured.Unstructure
 		ids[i] = identityOf(u)
 	}
 	conv := o.newConvergence(ids)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); conv.watch(watchCtx) }()
+	// The read-back started here ends with the apply: on success after its
+	// read in flight (which converge would send again; cancelling it
+	// mid-body only makes client-go log the cancellation on stderr), on
+	// failure at once.
+	watchCtx, cancelWatch := context.WithCancel(ctx)
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() { defer close(watched); conv.watch(watchCtx, stop) }()
 	defer func() {
-		stopWatch()
+		if err != nil {
+			cancelWatch()
+		}
+		close(stop)
 		<-watched
+		cancelWatch()
 		if err != nil {
 			conv.p.finish()
 			return
