@@ -5,11 +5,34 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 )
+
+var (
+	wrapperOnce sync.Once
+	wrapperPath string
+	wrapperErr  error
+)
+
+// rusageWrapper builds hack/bench/rusage into bin/ once: every client is
+// run through it, so that its peak RSS is its own (see that command).
+func rusageWrapper() (string, error) {
+	wrapperOnce.Do(func() {
+		if wrapperPath, wrapperErr = filepath.Abs(filepath.Join("bin", "bench-rusage")); wrapperErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", wrapperPath, "./hack/bench/rusage").CombinedOutput()
+		if err != nil {
+			wrapperErr = fmt.Errorf("build hack/bench/rusage (run the benchmark from the repository root): %v: %s", err, out)
+		}
+	})
+	return wrapperPath, wrapperErr
+}
 
 // Proc is one measured client process: wall time from fork to exit, the
 // peak resident set (wait4's ru_maxrss) and CPU time, and the times of
@@ -39,8 +62,18 @@ type stampedLine struct {
 // run executes name with args and env, timing it and stamping each stderr
 // line with its arrival time. A non-zero exit is an error carrying stderr.
 func run(env []string, name string, args ...string) (*Proc, error) {
-	cmd := exec.Command(name, args...)
+	wrapper, err := rusageWrapper()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(wrapper, append([]string{name}, args...)...)
 	cmd.Env = env
+	usageR, usageW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer usageR.Close()
+	cmd.ExtraFiles = []*os.File{usageW}
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	errPipe, err := cmd.StderrPipe()
@@ -50,8 +83,10 @@ func run(env []string, name string, args ...string) (*Proc, error) {
 	p := &Proc{}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
+		usageW.Close()
 		return nil, err
 	}
+	usageW.Close()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -66,11 +101,12 @@ func run(env []string, name string, args ...string) (*Proc, error) {
 	err = cmd.Wait()
 	p.Wall = time.Since(start).Seconds()
 	p.stdout = stdout.Bytes()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		p.MaxRSSMiB = float64(ru.Maxrss) / 1024 // KiB on Linux
-		p.User = time.Duration(ru.Utime.Nano()).Seconds()
-		p.Sys = time.Duration(ru.Stime.Nano()).Seconds()
+	var maxRSS, user, sys int64
+	if _, serr := fmt.Fscan(usageR, &maxRSS, &user, &sys); serr != nil && err == nil {
+		err = fmt.Errorf("no rusage from %s: %v", wrapper, serr)
 	}
+	p.MaxRSSMiB = float64(maxRSS) / 1024 // KiB on Linux
+	p.User, p.Sys = time.Duration(user).Seconds(), time.Duration(sys).Seconds()
 	for i, l := range p.lines {
 		if i < 60 {
 			p.Stderr = append(p.Stderr, fmt.Sprintf("+%.3f %s", l.at, l.text))
