@@ -31,6 +31,7 @@ RELIABILITY_FLAGS ?=
 TEST_FLAGS ?=
 BENCH_N    ?= 100,1000,3000
 BENCH_RUNS ?= 3
+BENCH_SCALE_N ?= 10000
 
 .PHONY: all build test unit controlplane node demo bench bench-peers lint tools dist clean fuzz reliability
 
@@ -64,6 +65,7 @@ bench: build controlplane node bench-peers ## the ceremony vs kubectl apply --se
 	go run ./hack/bench fleet -plugin $(PLUGIN) -out bench-fleet.json -table bench-fleet.md
 	go run ./hack/bench node -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl -out bench-node.json
 	go run ./hack/bench chart -plugin $(PLUGIN) -helm $(TOOLS)/helm -out bench-chart.json
+	go run ./hack/bench scale -n $(BENCH_SCALE_N) -plugin $(PLUGIN) -kubectl $(CP_DIR)/kubectl -out bench-scale.json
 
 bench-peers: ## helm and kapp, pinned, into bin/tools (only make bench needs them)
 	GOBIN=$(TOOLS) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)

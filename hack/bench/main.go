@@ -11,7 +11,12 @@
 // Each (N, run) uses fresh namespaces and a fresh release of the issue #8
 // mix (70% ConfigMaps of ~1 KiB, 10% Services, 10% ServiceAccounts, 10%
 // Deployments with zero replicas). Every timed client is its own process:
-// its wall time and peak RSS (wait4's ru_maxrss) are measured from here.
+// its wall time and peak RSS (wait4's ru_maxrss, through hack/bench/rusage)
+// are measured from here.
+//
+// Subcommands: `bench scale` (one release of 10,000 objects through the
+// whole ceremony against kubectl), `bench fleet`, `bench node`, `bench
+// chart`, and `bench gen`, `bench raw`, `bench report`.
 package main
 
 import (
@@ -81,6 +86,9 @@ func main() {
 			return
 		case "chart":
 			chartMain(os.Args[2:])
+			return
+		case "scale":
+			scaleMain(os.Args[2:])
 			return
 		}
 	}
