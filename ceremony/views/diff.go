@@ -121,6 +121,10 @@ type DiffRequest struct {
 	// a nil element is an object that could not be dry-run yet. Only the
 	// live objects are then read.
 	DryRun []*unstructured.Unstructured
+	// DropObjects lets Diff set each element of Objects to nil once that
+	// object is compared, so that a large release's objects are not held
+	// beside its diffs (the caller has no further use for them).
+	DropObjects bool
 }
 
 // Diff computes the change list: for each object a GET (404: created) and
@@ -158,6 +162,9 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 				dry = req.DryRun[i]
 			}
 			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
+			if req.DropObjects {
+				req.Objects[i] = nil // each goroutine its own element
+			}
 			return nil
 		})
 	}
@@ -390,6 +397,7 @@ func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem,
 	rep, err := Diff(ctx, c, DiffRequest{
 		Objects: rel.Objects, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
 		FieldManager: lock.Tool.FieldManager, ForceConflicts: force, Parallelism: parallelism,
+		DropObjects: true, // only rel.Inventory is read below
 	})
 	if err != nil {
 		return nil, err
