@@ -183,7 +183,7 @@ func (b *scaleBed) steps() []scaleStep {
 		{"diff", "diff --server-side", b.ql3("diff", b.dirs[1]), diff, false},
 		{"upgrade", "apply + rollout status", b.transition(1, "upgrade"), applyWait(b.files[1]), true},
 		{"rollback", "apply + rollout status", b.rollback, applyWait(b.files[0]), true},
-		{"retire", "apply of 1.2.0 + delete of the rest (waits until gone)", b.transition(2, "retire"), b.applyDelete, false},
+		{"retire", "apply of 1.2.0 + delete of the 1,000 (waits until gone)", b.transition(2, "retire"), b.applyDelete, false},
 	}
 }
 
