@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,13 +36,7 @@ func chartMain(args []string) {
 	helm := fs.String("helm", "bin/tools/helm", "the helm binary")
 	out := fs.String("out", "bench-chart.json", "results file")
 	_ = fs.Parse(args)
-	for _, p := range []*string{plugin, helm} {
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			die(err)
-		}
-		*p = abs
-	}
+	absPaths(plugin, helm)
 	if err := benchChart(*n, *plugin, *helm, *out); err != nil {
 		die(err)
 	}
@@ -69,8 +61,7 @@ func benchChart(n int, plugin, helm, out string) error {
 		}
 	}
 	rep := &ChartReport{Date: time.Now().UTC().Format(time.RFC3339), QL3: map[string][3]*Proc{}, Helm: map[string]*Proc{},
-		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(),
-			Note: "the control plane and the clients share the machine; ratios are measured in the same run"},
+		Machine: thisMachine("the control plane and the clients share the machine; ratios are measured in the same run"),
 		Config: map[string]any{"n": n, "ql3": "kubectl ql3 lock DIR (--update); kubectl ql3 preflight; kubectl ql3 apply (the chart under helmCharts, rendered in-process)",
 			"helm": "helm upgrade --install bench CHART -n NS --wait=watcher --timeout 5m"}}
 	for rev, step := range []string{"install", "upgrade"} {
@@ -127,12 +118,12 @@ func chartQL3(env []string, plugin, work string, n, rev int, step string) ([3]*P
 	if out[0], err = run(env, plugin, lock...); err != nil {
 		return out, fmt.Errorf("lock: %w", err)
 	}
-	head, err := run(env, plugin, "head", "-n", "chart-ql3", "-o", "jsonpath={.expectedHead}")
+	head, err := expectedHead(env, plugin, "chart-ql3")
 	if err != nil {
-		return out, fmt.Errorf("head: %w", err)
+		return out, err
 	}
 	pf := filepath.Join(work, fmt.Sprintf("pf-%d.json", rev))
-	if out[1], err = run(env, plugin, "preflight", dir, "--transition", step, "--expected-head", strings.TrimSpace(string(head.stdout)), "--out", pf); err != nil {
+	if out[1], err = run(env, plugin, "preflight", dir, "--transition", step, "--expected-head", head, "--out", pf); err != nil {
 		return out, fmt.Errorf("preflight: %w", err)
 	}
 	if out[2], err = run(env, plugin, "apply", "--preflight", pf, "--receipts-dir", filepath.Join(work, "receipts")); err != nil {

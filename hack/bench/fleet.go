@@ -59,10 +59,7 @@ func fleetMain(args []string) {
 	fs.StringVar(&c.out, "out", "bench-fleet.json", "results file")
 	fs.StringVar(&c.table, "table", "", "also write the Markdown table here")
 	_ = fs.Parse(args)
-	var err error
-	if c.plugin, err = filepath.Abs(c.plugin); err != nil {
-		die(err)
-	}
+	absPaths(&c.plugin)
 	if err := benchFleet(c); err != nil {
 		die(err)
 	}
@@ -97,8 +94,7 @@ func benchFleet(c fleetConfig) error {
 	}
 	defer os.RemoveAll(b.work)
 	rep := &FleetReport{Date: time.Now().UTC().Format(time.RFC3339),
-		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(),
-			Note: fmt.Sprintf("%d cores shared by %d control planes and the clients; ratios are measured in the same run", runtime.NumCPU(), c.clusters)},
+		Machine: thisMachine(fmt.Sprintf("%d cores shared by %d control planes and the clients; ratios are measured in the same run", runtime.NumCPU(), c.clusters)),
 		Config: map[string]any{"clusters": c.clusters, "targets": c.targets, "objects": c.objects, "width": c.width,
 			"rssTargets": c.rssTargets, "rssObjects": c.rssObjects,
 			"fleet":      "kubectl ql3 fleet preflight F --parallel W; kubectl ql3 fleet apply F (one wave, maxParallel W)",

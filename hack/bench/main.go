@@ -120,14 +120,7 @@ func main() {
 		die(fmt.Errorf("-workers: %w", err))
 	}
 	c.ql3Args = strings.Fields(ql3Args)
-	for _, p := range []*string{&c.plugin, &c.kubectl, &c.pluginBefore, &c.helm, &c.kapp} {
-		if *p == "" {
-			continue
-		}
-		if *p, err = filepath.Abs(*p); err != nil {
-			die(err)
-		}
-	}
+	absPaths(&c.plugin, &c.kubectl, &c.pluginBefore, &c.helm, &c.kapp)
 	if c.cpuProfiles != "" {
 		if c.cpuProfiles, err = filepath.Abs(c.cpuProfiles); err != nil {
 			die(err)
@@ -220,8 +213,7 @@ func bench(c config) error {
 	rep := &Report{
 		Date:    start.UTC().Format(time.RFC3339),
 		Command: "make bench BENCH_N=" + join(c.ns) + " BENCH_RUNS=" + strconv.Itoa(c.runs),
-		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(),
-			Note: fmt.Sprintf("%d cores shared by the control plane (etcd, kube-apiserver, kube-controller-manager) and the client, and by other work on the machine; ratios are measured in the same run", runtime.NumCPU())},
+		Machine: thisMachine(fmt.Sprintf("%d cores shared by the control plane (etcd, kube-apiserver, kube-controller-manager) and the client, and by other work on the machine; ratios are measured in the same run", runtime.NumCPU())),
 		Config: map[string]any{"n": c.ns, "runs": c.runs, "rawWorkers": c.workers, "ql3Args": c.ql3Args,
 			"kubectl": "kubectl apply --server-side -f <rendered file>", "serviceCIDR": "10.96.0.0/16",
 			"helm": "helm install|upgrade bench <chart> -n <ns>", "kapp": "kapp deploy -a bench -f <file> -n <ns> --yes --wait=false",

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,14 +51,8 @@ func nodeMain(args []string) {
 	kubectl := fs.String("kubectl", "bin/controlplane/kubectl", "the kubectl binary")
 	out := fs.String("out", "bench-node.json", "results file")
 	_ = fs.Parse(args)
-	b := &nodeBed{env: cleanEnv()}
-	var err error
-	if b.plugin, err = filepath.Abs(*plugin); err != nil {
-		die(err)
-	}
-	if b.kubectl, err = filepath.Abs(*kubectl); err != nil {
-		die(err)
-	}
+	absPaths(plugin, kubectl)
+	b := &nodeBed{env: cleanEnv(), plugin: *plugin, kubectl: *kubectl}
 	if err := b.bench(*runs, *out); err != nil {
 		die(err)
 	}
@@ -79,8 +71,7 @@ func (b *nodeBed) bench(runs int, out string) error {
 	}
 	defer os.RemoveAll(b.work)
 	rep := &NodeReport{Date: time.Now().UTC().Format(time.RFC3339),
-		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(),
-			Note: "the control plane, the node (kubelet, containerd, runc) and the clients share the machine; ratios are measured in the same run"},
+		Machine: thisMachine("the control plane, the node (kubelet, containerd, runc) and the clients share the machine; ratios are measured in the same run"),
 		Config: map[string]any{"runs": runs, "release": "Deployment web (2 replicas, exec readiness probe every 1 s), a Service, three zero-replica Deployments",
 			"ql3":     "kubectl ql3 head (untimed); kubectl ql3 preflight DIR --transition upgrade --expected-head TOKEN --out PF; kubectl ql3 apply --preflight PF",
 			"kubectl": "kubectl apply --server-side -f FILE; kubectl rollout status deployment/web --timeout 5m"}}
@@ -162,13 +153,13 @@ func (b *nodeBed) ql3(r int, image string) (*Proc, *Proc, error) {
 	if _, err := run(b.env, b.plugin, "lock", dir, "--version", version); err != nil {
 		return nil, nil, fmt.Errorf("lock: %w", err)
 	}
-	head, err := run(b.env, b.plugin, "head", "-n", ns, "-o", "jsonpath={.expectedHead}")
+	head, err := expectedHead(b.env, b.plugin, ns)
 	if err != nil {
-		return nil, nil, fmt.Errorf("head: %w", err)
+		return nil, nil, err
 	}
 	transition := map[bool]string{true: "install", false: "upgrade"}[r == 0]
 	pfPath := filepath.Join(dir, "pf.json")
-	pf, err := run(b.env, b.plugin, "preflight", dir, "--transition", transition, "--expected-head", strings.TrimSpace(string(head.stdout)), "--out", pfPath)
+	pf, err := run(b.env, b.plugin, "preflight", dir, "--transition", transition, "--expected-head", head, "--out", pfPath)
 	if err != nil {
 		return nil, nil, fmt.Errorf("preflight: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -45,14 +44,13 @@ type ScaleStep struct {
 
 type scaleBed struct {
 	*bencher
-	n                   int
-	plugin              string
-	nsQ, nsK, receipts  string
-	dirs                [3]string // ql3 releases 1.0.0, 1.1.0, 1.2.0 (retire)
-	files               [4]string // the same objects as one YAML stream each: 1.0.0, 1.1.0, the retired ones, 1.2.0
-	rep                 *ScaleReport
-	first               bool
-	lastPreflightRecord string
+	n                  int
+	plugin             string
+	nsQ, nsK, receipts string
+	dirs               [3]string // ql3 releases 1.0.0, 1.1.0, 1.2.0 (retire)
+	files              [4]string // the same objects as one YAML stream each: 1.0.0, 1.1.0, the retired ones, 1.2.0
+	rep                *ScaleReport
+	first              bool
 }
 
 func scaleMain(args []string) {
@@ -62,13 +60,7 @@ func scaleMain(args []string) {
 	kubectl := fs.String("kubectl", "bin/controlplane/kubectl", "the kubectl binary")
 	out := fs.String("out", "bench-scale.json", "results file")
 	_ = fs.Parse(args)
-	for _, p := range []*string{plugin, kubectl} {
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			die(err)
-		}
-		*p = abs
-	}
+	absPaths(plugin, kubectl)
 	if err := benchScale(*n, *plugin, *kubectl, *out); err != nil {
 		die(err)
 	}
@@ -89,9 +81,8 @@ func benchScale(n int, plugin, kubectl, out string) error {
 		bencher: &bencher{c: config{kubectl: kubectl, cooldown: 15 * time.Second}, cp: cp, cs: cp.Clientset(), work: work,
 			env: append(cleanEnv(), "KUBECONFIG="+cp.AdminKubeconfig)},
 		rep: &ScaleReport{Date: time.Now().UTC().Format(time.RFC3339), Lock: map[string]*Proc{}, HeadBytes: map[string]int{}, Ratios: map[string]float64{},
-			Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(),
-				Note: "the control plane and the clients share the machine; ratios are measured in the same run"},
-			Config: map[string]any{"n": n, "retired": scaleRetired(n), "kubectl": "install, upgrade, rollback: kubectl apply --server-side -f FILE (the rendered objects: kubectl does not render), then kubectl rollout status deployment -l qinglong.io/role; status: kubectl get -f FILE -o json; diff (1.1.0 against 1.0.0 live): kubectl diff --server-side -f FILE; retire: kubectl apply --server-side -f FILE (1.2.0), then kubectl delete -f RETIRED (waits until gone)"}}}
+			Machine: thisMachine("the control plane and the clients share the machine; ratios are measured in the same run"),
+			Config:  map[string]any{"n": n, "retired": scaleRetired(n), "kubectl": "install, upgrade, rollback: kubectl apply --server-side -f FILE (the rendered objects: kubectl does not render), then kubectl rollout status deployment -l qinglong.io/role; status: kubectl get -f FILE -o json; diff (1.1.0 against 1.0.0 live): kubectl diff --server-side -f FILE; retire: kubectl apply --server-side -f FILE (1.2.0), then kubectl delete -f RETIRED (waits until gone)"}}}
 	for _, ns := range []string{b.nsQ, b.nsK} {
 		if err := b.createNamespace(ns); err != nil {
 			return err
@@ -183,7 +174,7 @@ func (b *scaleBed) steps() []scaleStep {
 		{"diff", "diff --server-side", b.ql3("diff", b.dirs[1]), diff, false},
 		{"upgrade", "apply + rollout status", b.transition(1, "upgrade"), applyWait(b.files[1]), true},
 		{"rollback", "apply + rollout status", b.rollback, applyWait(b.files[0]), true},
-		{"retire", "apply of 1.2.0 + delete of the 1,000 (waits until gone)", b.transition(2, "retire"), b.applyDelete, false},
+		{"retire", fmt.Sprintf("apply of 1.2.0 + delete of the %d retired (waits until gone)", scaleRetired(b.n)), b.transition(2, "retire"), b.applyDelete, false},
 	}
 }
 
@@ -236,13 +227,7 @@ func (b *scaleBed) rollback() (*Proc, error) {
 		"--out", filepath.Join(b.work, "pf-rollback.json"))
 }
 
-func (b *scaleBed) token() (string, error) {
-	p, err := run(b.env, b.plugin, "head", "-n", b.nsQ, "-o", "jsonpath={.expectedHead}")
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(p.stdout)), nil
-}
+func (b *scaleBed) token() (string, error) { return expectedHead(b.env, b.plugin, b.nsQ) }
 
 // step runs the ceremony and the peer, alternating which goes first, each
 // followed (untimed) by the settle of every contender.
