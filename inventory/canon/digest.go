@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -53,12 +55,23 @@ func IsDigest(s string) bool { return digestRE.MatchString(s) }
 //
 //	"sha256:" + hex(SHA-256("kubectl-ql3/" + domain + "/v1" + 0x00 + data))
 func DigestBytes(domain string, data []byte) string {
-	h := sha256.New()
-	h.Write([]byte("kubectl-ql3/" + domain + "/v1"))
-	h.Write([]byte{0})
+	h := newDigest(domain)
 	h.Write(data)
-	return DigestPrefix + hex.EncodeToString(h.Sum(nil))
+	return sumDigest(h)
 }
+
+// newDigest is a SHA-256 that has hashed domain's header and the zero
+// byte: what follows is the digested data.
+func newDigest(domain string) hash.Hash {
+	h := sha256.New()
+	h.Write([]byte(domainHeader(domain)))
+	return h
+}
+
+// domainHeader is "kubectl-ql3/" + domain + "/v1" and a zero byte.
+func domainHeader(domain string) string { return "kubectl-ql3/" + domain + "/v1\x00" }
+
+func sumDigest(h hash.Hash) string { return DigestPrefix + hex.EncodeToString(h.Sum(nil)) }
 
 // Canonical encodes v as JSON and canonicalises it per RFC 8785 (JCS):
 // object members sorted by UTF-16 code units, no insignificant white space,
@@ -93,7 +106,7 @@ func DigestInput(domain string, v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte("kubectl-ql3/"+domain+"/v1\x00"), c...), nil
+	return append([]byte(domainHeader(domain)), c...), nil
 }
 
 // DigestOf is DigestBytes(domain, Canonical(v)).
@@ -131,10 +144,7 @@ func DigestOfMemberArray[T any](domain string, obj map[string]any, member string
 	}
 	before, after := []byte{}, []byte{}
 	if obj != nil {
-		shell := make(map[string]any, len(obj)+1)
-		for k, v := range obj {
-			shell[k] = v
-		}
+		shell := maps.Clone(obj)
 		shell[member] = arrayPlaceholder
 		c, err := Canonical(shell)
 		if err != nil {
@@ -152,9 +162,7 @@ func DigestOfMemberArray[T any](domain string, obj map[string]any, member string
 		i := bytes.Index(c, mark)
 		before, after = c[:i], c[i+len(mark):]
 	}
-	h := sha256.New()
-	h.Write([]byte("kubectl-ql3/" + domain + "/v1"))
-	h.Write([]byte{0})
+	h := newDigest(domain)
 	h.Write(before)
 	h.Write([]byte{'['})
 	for i, item := range items {
@@ -169,7 +177,7 @@ func DigestOfMemberArray[T any](domain string, obj map[string]any, member string
 	}
 	h.Write([]byte{']'})
 	h.Write(after)
-	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
+	return sumDigest(h), nil
 }
 
 // ClusterIdentity is the target's identity: the domain-separated digest of
