@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -187,6 +189,112 @@ func TestHeadFormThreshold(t *testing.T) {
 		}
 		if got := storedSchema(t, data); got != want {
 			t.Errorf("a Head of %d bytes as v1 is stored as %s, want %s", size, got, want)
+		}
+	}
+}
+
+// tenThousandRetireHead is a committed retire Head of the 10k release with realistic
+// names (hashed or serial) that retired every tenth object: 1,000 retired,
+// each with a UID and a reviewed digest as random as the API server's.
+func tenThousandRetireHead(t *testing.T, hashed bool) *Head {
+	t.Helper()
+	all := testkit.TenThousand(hashed)
+	var kept []inventory.Identity
+	var retired []receipts.Retired
+	for i, id := range all {
+		if i%10 != 9 {
+			kept = append(kept, id)
+			continue
+		}
+		sum := sha256.Sum256(fmt.Appendf(nil, "retired %d", i))
+		x := hex.EncodeToString(sum[:])
+		retired = append(retired, receipts.Retired{ID: id, UID: x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32],
+			ResourceVersion: fmt.Sprint(4_100_000 + i), ReviewedDigest: inventory.DigestPrefix + x, Outcome: receipts.OutcomeDeleted})
+	}
+	prev := dep("3.0.0", 'p', all)
+	h := committedHead(t, 2, dep("3.1.0", 'q', kept), kept, &prev)
+	h.Transition.Kind, h.Retired = TransitionRetire, retired
+	if err := h.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestHeadV2PacksRetired: a retire of 1,000 of the 10k release with
+// realistic names stores each retired object in at most 170 bytes of
+// head.json (v2 packs the retired identities as it packs the inventory,
+// the states beside them; listed, each took about 300), and the stored
+// Head reads back as its logical Head, digests and all.
+func TestHeadV2PacksRetired(t *testing.T) {
+	t.Parallel() // pure: runs while the package's cluster tests wait on the API server
+	for _, hashed := range []bool{false, true} {
+		h := tenThousandRetireHead(t, hashed)
+		cm, err := h.ConfigMap("ns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := []byte(cm.Data[HeadKey])
+		without := *h
+		without.Retired = nil
+		rest, err := without.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		twin, _ := inventory.Canonical(h)
+		per := float64(len(stored)-len(rest)) / float64(len(h.Retired))
+		t.Logf("hashed=%v, %d objects, %d retired: head.json %d bytes stored (v2; %.1f bytes per retired object), %d bytes as v1", hashed, len(h.Current.Inventory), len(h.Retired), len(stored), per, len(twin))
+		if storedSchema(t, stored) != HeadSchemaV2 || per > 170 || strings.Contains(string(stored), `"retired"`) {
+			t.Fatalf("hashed=%v: stored as %s, %.1f bytes per retired object: want v2, its retired list packed, at most 170 bytes each", hashed, storedSchema(t, stored), per)
+		}
+		got, err := ParseHeadConfigMap(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, _ := inventory.Canonical(got); string(back) != string(twin) || got.SelfDigest != h.SelfDigest {
+			t.Fatalf("hashed=%v: the v2 retire Head does not read back as its logical Head", hashed)
+		}
+	}
+}
+
+// TestHeadV2RetiredRules: each rule of a v2 Head's packed retired list
+// broken once is tamper.
+func TestHeadV2RetiredRules(t *testing.T) {
+	t.Parallel() // pure: runs while the package's cluster tests wait on the API server
+	all, kept := ids("a-1", "a-2", "b", "c-1", "c-2"), ids("a-1", "a-2", "b")
+	prev := dep("3.0.0", 'p', all)
+	h := committedHead(t, 2, dep("3.1.0", 'q', kept), kept, &prev)
+	h.Transition.Kind = TransitionRetire
+	for i, id := range all[3:] {
+		h.Retired = append(h.Retired, receipts.Retired{ID: id, UID: fmt.Sprintf("uid-%d", i), ResourceVersion: "7", Outcome: receipts.OutcomeDeleted})
+	}
+	if err := h.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := h.encode(HeadSchemaV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseHead(v2); err != nil {
+		t.Fatalf("the v2 retire Head itself: %v", err)
+	}
+	groups := `"retiredGroups":[{"apiVersion":"v1","kind":"ConfigMap","names":[[0,"c-1"],[2,"2"]],"namespace":"ns"}],`
+	states := `"retiredStates":[["uid-0","7","","deleted"],["uid-1","7","","deleted"]],`
+	for name, c := range map[string]struct{ from, to, err string }{
+		"retired listed too":  {`"retiredGroups"`, `"retired":[],"retiredGroups"`, "retired is listed"},
+		"groups alone":        {states, ``, "come together"},
+		"states alone":        {groups, ``, "come together"},
+		"a state short":       {`,["uid-1","7","","deleted"]`, ``, "1 retiredStates for the 2 objects"},
+		"a state of five":     {`["uid-1","7","","deleted"]`, `["uid-1","7","","deleted",""]`, "four strings"},
+		"a state not strings": {`["uid-1","7","","deleted"]`, `["uid-1",7,"","deleted"]`, "four strings"},
+		"unsorted":            {`[[0,"c-1"],[2,"2"]]`, `[[0,"c-2"],[2,"1"]]`, `"retired": identity v1/ConfigMap/ns/c-1 is out of order`},
+	} {
+		bad := strings.Replace(string(v2), c.from, c.to, 1)
+		if bad == string(v2) {
+			t.Fatalf("%s: %q not in %s", name, c.from, v2)
+		}
+		_, err := ParseHead([]byte(bad))
+		if !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want tamper %q", name, err, c.err)
 		}
 	}
 }

@@ -92,8 +92,8 @@ func headDigests(t *testing.T, data []byte) map[string]string {
 }
 
 // v1Twin is head.json's logical document (docs/head.md §2.1): a v2 Head
-// with schema @v1 and current.inventory decoded from inventoryGroups, each
-// name the previous name's first `shared` characters and the suffix.
+// with schema @v1, current.inventory decoded from inventoryGroups, and
+// retired rebuilt from retiredGroups and retiredStates.
 func v1Twin(h map[string]any) map[string]any {
 	if h["schema"] != "qinglong/deployment-head@v2" {
 		return h
@@ -102,23 +102,43 @@ func v1Twin(h map[string]any) map[string]any {
 	for k, v := range h["current"].(map[string]any) {
 		cur[k] = v
 	}
-	inv := []any{}
-	for _, g := range cur["inventoryGroups"].([]any) {
-		g := g.(map[string]any)
-		prev := []rune{}
-		for _, n := range g["names"].([]any) {
-			pair := n.([]any)
-			name := append(slices.Clone(prev[:int(pair[0].(float64))]), []rune(pair[1].(string))...)
-			inv = append(inv, map[string]any{"apiVersion": g["apiVersion"], "kind": g["kind"], "namespace": g["namespace"], "name": string(name)})
-			prev = name
-		}
-	}
+	cur["inventory"] = unpackGroups(cur["inventoryGroups"].([]any))
 	delete(cur, "inventoryGroups")
-	cur["inventory"] = inv
 	out := map[string]any{}
 	for k, v := range h {
 		out[k] = v
 	}
 	out["schema"], out["current"] = "qinglong/deployment-head@v1", cur
+	if groups, ok := h["retiredGroups"].([]any); ok {
+		var retired []any
+		for i, id := range unpackGroups(groups) {
+			s := h["retiredStates"].([]any)[i].([]any)
+			r := map[string]any{"id": id, "uid": s[0], "resourceVersion": s[1], "outcome": s[3]}
+			if s[2] != "" {
+				r["reviewedDigest"] = s[2]
+			}
+			retired = append(retired, r)
+		}
+		out["retired"] = retired
+		delete(out, "retiredGroups")
+		delete(out, "retiredStates")
+	}
 	return out
+}
+
+// unpackGroups decodes packed identities (§2.1): each name the previous
+// name's first `shared` characters and the suffix.
+func unpackGroups(groups []any) []any {
+	ids := []any{}
+	for _, g := range groups {
+		g := g.(map[string]any)
+		prev := []rune{}
+		for _, n := range g["names"].([]any) {
+			pair := n.([]any)
+			name := append(slices.Clone(prev[:int(pair[0].(float64))]), []rune(pair[1].(string))...)
+			ids = append(ids, map[string]any{"apiVersion": g["apiVersion"], "kind": g["kind"], "namespace": g["namespace"], "name": string(name)})
+			prev = name
+		}
+	}
+	return ids
 }
