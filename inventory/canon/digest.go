@@ -162,22 +162,54 @@ func DigestOfMemberArray[T any](domain string, obj map[string]any, member string
 		i := bytes.Index(c, mark)
 		before, after = c[:i], c[i+len(mark):]
 	}
+	a := newArrayDigest(domain, before, after)
+	for i, item := range items {
+		if _, err := a.Add(item); err != nil {
+			return "", fmt.Errorf("%s: %w", strings.TrimSpace(member+" element "+strconv.Itoa(i)), err)
+		}
+	}
+	return a.Sum(), nil
+}
+
+// ArrayDigest is DigestOfArray fed one element at a time, for an array
+// that is never held whole: NewArrayDigest, Add each element in order,
+// then Sum.
+type ArrayDigest struct {
+	h     hash.Hash
+	n     int
+	after []byte
+}
+
+// NewArrayDigest starts DigestOf(domain, the array to be added).
+func NewArrayDigest(domain string) *ArrayDigest { return newArrayDigest(domain, nil, nil) }
+
+func newArrayDigest(domain string, before, after []byte) *ArrayDigest {
 	h := newDigest(domain)
 	h.Write(before)
 	h.Write([]byte{'['})
-	for i, item := range items {
-		if i > 0 {
-			h.Write([]byte{','})
-		}
-		c, err := Canonical(item)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", strings.TrimSpace(member+" element "+strconv.Itoa(i)), err)
-		}
-		h.Write(c)
+	return &ArrayDigest{h: h, after: after}
+}
+
+// Add hashes the next element and returns its canonical JSON, the exact
+// bytes hashed.
+func (a *ArrayDigest) Add(item any) ([]byte, error) {
+	c, err := Canonical(item)
+	if err != nil {
+		return nil, err
 	}
-	h.Write([]byte{']'})
-	h.Write(after)
-	return sumDigest(h), nil
+	if a.n > 0 {
+		a.h.Write([]byte{','})
+	}
+	a.n++
+	a.h.Write(c)
+	return c, nil
+}
+
+// Sum is the digest of the elements added; call it once, last.
+func (a *ArrayDigest) Sum() string {
+	a.h.Write([]byte{']'})
+	a.h.Write(a.after)
+	return sumDigest(a.h)
 }
 
 // ClusterIdentity is the target's identity: the domain-separated digest of

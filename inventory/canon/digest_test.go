@@ -1,6 +1,7 @@
 package canon
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -90,6 +91,18 @@ func FuzzDigestOfArray(f *testing.F) {
 		got, gerr := DigestOfArray(DomainRender, raw)
 		if (werr == nil) != (gerr == nil) || got != want {
 			t.Fatalf("%q: DigestOfArray %s (%v), DigestOf %s (%v)", text, got, gerr, want, werr)
+		}
+		if werr == nil {
+			a := NewArrayDigest(DomainRender)
+			for i, item := range raw {
+				c, err := a.Add(item)
+				if want, _ := Canonical(item); err != nil || !bytes.Equal(c, want) {
+					t.Fatalf("%q: ArrayDigest.Add of element %d gave %q (%v), want its canonical form %q", text, i, c, err, want)
+				}
+			}
+			if sum := a.Sum(); sum != want {
+				t.Fatalf("%q: ArrayDigest %s, DigestOf %s", text, sum, want)
+			}
 		}
 		obj := map[string]any{"schema": text, "a": raw}
 		want, werr = DigestOf(DomainRender, map[string]any{"schema": text, "a": raw, "objects": raw})
