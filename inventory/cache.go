@@ -170,14 +170,42 @@ func fromCache(fsys filesys.FileSystem, dir string, opts Options, l *Lock, cache
 	if e.RenderDigest != l.Render.Digest || e.InventoryDigest != l.Render.InventoryDigest || e.SourceDigest != l.Source.Digest {
 		return nil, "entry is for another release state"
 	}
+	var r *Release
+	if opts.Lean {
+		r, reason = leanRelease(dir, e, files, opts)
+	} else {
+		r, reason = decodedRelease(dir, e, files, opts)
+	}
+	if r == nil {
+		return nil, reason
+	}
+	r.Sources = slices.Clone(l.Source.Files)
+	r.SourceDigest = l.Source.Digest
+	// The key bound the helm section: the entry was stored from a fresh
+	// render whose section is this one.
+	r.Helm = l.Helm.clone()
+	if len(r.Images) == 0 {
+		r.Images = []string{}
+	}
+	if r.InventoryDigest, err = InventoryDigest(r.Inventory); err != nil {
+		return nil, "entry inventory: " + err.Error()
+	}
+	if VerifyLock(l, r) != nil {
+		return nil, "entry does not match the lock"
+	}
+	cache.Touch(key, time.Now())
+	return r, ""
+}
+
+// decodedRelease is the release of cache entry e with every object
+// decoded, checked as Render checks a fresh render, and its render digest
+// recomputed; nil and why not when it fails.
+func decodedRelease(dir string, e *rendercache.Entry, files map[string][]byte, opts Options) (*Release, string) {
 	objs := make([]*unstructured.Unstructured, len(e.Objects))
 	for i, raw := range e.Objects {
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(raw); err != nil || u.IsList() {
-			return nil, fmt.Sprintf("entry object %d is not an object", i)
-		}
-		if !exactNumbers(u.Object) {
-			return nil, "entry holds numbers from 2^53 on"
+		u, reason := cachedObject(i, raw)
+		if u == nil {
+			return nil, reason
 		}
 		objs[i] = u
 		e.Objects[i] = nil // decoded: the JSON is not held beside the object (10 MB at 10,000 objects)
@@ -189,26 +217,25 @@ func fromCache(fsys filesys.FileSystem, dir string, opts Options, l *Lock, cache
 	if len(secrets) > 0 {
 		return nil, "entry holds Secret values"
 	}
-	r.Sources = slices.Clone(l.Source.Files)
-	r.SourceDigest = l.Source.Digest
-	// The key bound the helm section: the entry was stored from a fresh
-	// render whose section is this one.
-	r.Helm = l.Helm.clone()
-	if len(r.Images) == 0 {
-		r.Images = []string{}
-	}
 	r.redacted, r.SecretValuesCovered = r.Objects, true
 	if r.RenderDigest, err = RenderDigest(r.redacted); err != nil {
 		return nil, "entry objects: " + err.Error()
 	}
-	if r.InventoryDigest, err = InventoryDigest(r.Inventory); err != nil {
-		return nil, "entry inventory: " + err.Error()
-	}
-	if VerifyLock(l, r) != nil {
-		return nil, "entry does not match the lock"
-	}
-	cache.Touch(key, time.Now())
 	return r, ""
+}
+
+// cachedObject decodes object i of a cache entry: a JSON object (not a
+// list) with no number the render digest cannot tell apart; or nil and why
+// not.
+func cachedObject(i int, raw []byte) (*unstructured.Unstructured, string) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil || u.IsList() {
+		return nil, fmt.Sprintf("entry object %d is not an object", i)
+	}
+	if !exactNumbers(u.Object) {
+		return nil, "entry holds numbers from 2^53 on"
+	}
+	return u, ""
 }
 
 // lockedSources reads every source file the lock lists and checks it

@@ -3,6 +3,7 @@ package inventory
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -63,7 +64,18 @@ func forge(t *testing.T, c *rendercache.Cache, p string, e *rendercache.Entry) {
 func wireBytes(t *testing.T, r *Release) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	for _, o := range r.Objects {
+	objs := r.Objects
+	if r.Lean != nil {
+		objs = nil
+		for i := range r.Lean.Len() {
+			o, err := r.Lean.Peek(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs = append(objs, o)
+		}
+	}
+	for _, o := range objs {
 		data, err := json.Marshal(o.Object)
 		if err != nil {
 			t.Fatal(err)
@@ -86,9 +98,19 @@ func entryFile(t *testing.T, c *rendercache.Cache) string {
 
 func loadCached(t *testing.T, fs filesys.FileSystem, c *rendercache.Cache) (*Release, CacheUse) {
 	t.Helper()
-	r, l, use, err := LoadReleaseCached(fs, "/rel", Options{}, c)
+	return loadCachedWith(t, fs, c, Options{})
+}
+
+// loadCachedWith is loadCached with opts; a hit with opts.Lean holds its
+// objects in Lean only.
+func loadCachedWith(t *testing.T, fs filesys.FileSystem, c *rendercache.Cache, opts Options) (*Release, CacheUse) {
+	t.Helper()
+	r, l, use, err := LoadReleaseCached(fs, "/rel", opts, c)
 	if err != nil {
 		t.Fatalf("LoadReleaseCached: %v", err)
+	}
+	if use.Hit && opts.Lean != (r.Lean != nil && r.Objects == nil) {
+		t.Fatalf("a hit with Lean %v: Lean %v, %d decoded objects", opts.Lean, r.Lean != nil, len(r.Objects))
 	}
 	if r.RenderDigest != l.Render.Digest || r.InventoryDigest != l.Render.InventoryDigest || r.SourceDigest != l.Source.Digest {
 		t.Fatalf("release digests differ from the lock's")
@@ -123,7 +145,11 @@ func TestLoadReleaseCachedMissThenHit(t *testing.T) {
 	if !use.Hit || use.String() != "cache hit" {
 		t.Errorf("second load: %+v, want a hit", use)
 	}
-	for name, r := range map[string]*Release{"miss": r1, "hit": r2} {
+	r3, use := loadCachedWith(t, fs, c, Options{Lean: true})
+	if !use.Hit || r3.RenderDigest != r2.RenderDigest || len(r3.Inventory) != len(r2.Inventory) {
+		t.Errorf("lean load: %+v, want a hit with the same digests and inventory", use)
+	}
+	for name, r := range map[string]*Release{"miss": r1, "hit": r2, "lean hit": r3} {
 		if !bytes.Equal(wireBytes(t, fresh), wireBytes(t, r)) {
 			t.Errorf("%s: objects differ from LoadRelease's", name)
 		}
@@ -202,30 +228,39 @@ func TestLoadReleaseCachedBadEntries(t *testing.T) {
 		}, "no entry"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fs := lockedFixture(t)
-			fresh, _, err := LoadRelease(fs, "/rel", Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := testCache(t)
-			loadCached(t, fs, c)
-			tt.edit(t, c, entryFile(t, c))
+		for _, lean := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/lean=%v", tt.name, lean), func(t *testing.T) {
+				badEntry(t, tt.edit, tt.wantReason, Options{Lean: lean})
+			})
+		}
+	}
+}
 
-			r, use := loadCached(t, fs, c)
-			if use.Hit || !strings.Contains(use.Reason, tt.wantReason) {
-				t.Errorf("use %+v, want a miss mentioning %q", use, tt.wantReason)
-			}
-			if !bytes.Equal(wireBytes(t, fresh), wireBytes(t, r)) {
-				t.Error("objects differ from a fresh render's")
-			}
-			if !use.Stored {
-				t.Error("the fresh render was not stored")
-			}
-			if _, use = loadCached(t, fs, c); !use.Hit {
-				t.Errorf("after the rewrite: %+v, want a hit", use)
-			}
-		})
+// badEntry: after edit, a load with opts misses for wantReason, returns
+// the fresh render's objects, stores them, and the next load hits.
+func badEntry(t *testing.T, edit func(t *testing.T, c *rendercache.Cache, path string), wantReason string, opts Options) {
+	t.Helper()
+	fs := lockedFixture(t)
+	fresh, _, err := LoadRelease(fs, "/rel", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCache(t)
+	loadCached(t, fs, c)
+	edit(t, c, entryFile(t, c))
+
+	r, use := loadCachedWith(t, fs, c, opts)
+	if use.Hit || !strings.Contains(use.Reason, wantReason) {
+		t.Errorf("use %+v, want a miss mentioning %q", use, wantReason)
+	}
+	if !bytes.Equal(wireBytes(t, fresh), wireBytes(t, r)) {
+		t.Error("objects differ from a fresh render's")
+	}
+	if !use.Stored {
+		t.Error("the fresh render was not stored")
+	}
+	if _, use = loadCachedWith(t, fs, c, opts); !use.Hit {
+		t.Errorf("after the rewrite: %+v, want a hit", use)
 	}
 }
 
@@ -378,4 +413,34 @@ func TestLoadReleaseCachedInexactNumbers(t *testing.T) {
 	if !bytes.Equal(wireBytes(t, r), wireBytes(t, got)) || !bytes.Contains(wireBytes(t, got), []byte("9007199254740993")) {
 		t.Error("objects differ from a fresh render's")
 	}
+}
+
+// TestLoadReleaseCachedLean: a lean hit's objects are taken once each, in
+// any order, and are the fresh render's; an entry whose objects are not in
+// inventory order (which the decoded path sorts) is a lean miss, rendered
+// afresh.
+func TestLoadReleaseCachedLean(t *testing.T) {
+	fs := lockedFixture(t)
+	fresh, _, err := LoadRelease(fs, "/rel", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCache(t)
+	loadCached(t, fs, c)
+	r, _ := loadCachedWith(t, fs, c, Options{Lean: true})
+	for i := r.Lean.Len() - 1; i >= 0; i-- {
+		o, err := r.Lean.Take(i)
+		want, _ := json.Marshal(fresh.Objects[i].Object)
+		if got, _ := json.Marshal(o.Object); err != nil || !bytes.Equal(got, want) || r.Lean.ID(i) != fresh.Inventory[i] {
+			t.Fatalf("object %d taken: %s (%v), want %s", i, got, err, want)
+		}
+	}
+	if _, err := r.Lean.Take(0); err == nil || !strings.Contains(err.Error(), "already taken") {
+		t.Errorf("object 0 taken twice: %v", err)
+	}
+	badEntry(t, func(t *testing.T, c *rendercache.Cache, p string) {
+		e := readEntry(t, c, p)
+		e.Objects[0], e.Objects[1] = e.Objects[1], e.Objects[0]
+		forge(t, c, p, e)
+	}, "entry objects are not in inventory order", Options{Lean: true})
 }

@@ -37,6 +37,11 @@ type Options struct {
 	// left out of Release.Images. For audits that report such images as
 	// findings of their own; never set it for a release that is locked.
 	UnpinnedImages bool
+	// Lean, for a caller that uses each object once, in turn: a release
+	// LoadReleaseCached takes from the render cache keeps its objects as
+	// Release.Lean (each the canonical JSON its render digest covered,
+	// decoded when taken) instead of decoded in Release.Objects.
+	Lean bool
 }
 
 // MinSecretDigestKeyLen is the shortest SecretDigestKey accepted, in bytes.
@@ -50,6 +55,9 @@ type Release struct {
 	// included: these are what the ceremony applies. Never print or store
 	// them; use RedactedObjects.
 	Objects []*unstructured.Unstructured
+	// Lean holds the objects instead of Objects (nil then) for a release
+	// loaded from the render cache with Options.Lean; nil otherwise.
+	Lean *LeanObjects
 	// Inventory is the sorted, duplicate-free list of the objects' identities.
 	Inventory []Identity
 	// InventoryDigest, SourceDigest and RenderDigest are defined in
@@ -220,9 +228,7 @@ func check(dir string, objs []*unstructured.Unstructured, files map[string][]byt
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &checker{dir: dir, files: files, opts: opts, scopes: newScoper(opts.Mapper),
-		r:    &Release{Dir: dir, Roles: map[string][]Identity{}},
-		seen: map[schema.GroupKind]map[[2]string]Identity{}, images: map[string]bool{}}
+	c := newChecker(dir, files, opts)
 	for _, e := range entries {
 		if err := c.scopes.addCRD(e.id, e.obj); err != nil {
 			return nil, nil, fail.Wrap(fail.Invalid, fmt.Errorf("release %q: %w", dir, err))
@@ -242,6 +248,11 @@ func check(dir string, objs []*unstructured.Unstructured, files map[string][]byt
 	return c.r, c.secrets, nil
 }
 
+// IdentityOf is object o's identity, as written in it.
+func IdentityOf(o *unstructured.Unstructured) Identity {
+	return Identity{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+}
+
 type entry struct {
 	id  Identity
 	obj *unstructured.Unstructured
@@ -252,7 +263,7 @@ type entry struct {
 func sortedEntries(dir string, objs []*unstructured.Unstructured) ([]entry, error) {
 	entries := make([]entry, 0, len(objs))
 	for _, o := range objs {
-		id := Identity{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+		id := IdentityOf(o)
 		if id.Name == "" {
 			return nil, fail.Errorf(fail.Invalid, "release %q: %s %q has no metadata.name (generateName is not supported)", dir, id.Kind, o.GetGenerateName())
 		}
@@ -275,6 +286,13 @@ type checker struct {
 	errs          []error
 	images        map[string]bool
 	secretHolders []string
+	lean          bool // the objects are not collected (leanRelease keeps their JSON)
+}
+
+func newChecker(dir string, files map[string][]byte, opts Options) *checker {
+	return &checker{dir: dir, files: files, opts: opts, scopes: newScoper(opts.Mapper),
+		r:    &Release{Dir: dir, Roles: map[string][]Identity{}},
+		seen: map[schema.GroupKind]map[[2]string]Identity{}, images: map[string]bool{}}
 }
 
 // object checks one object: one apiVersion per object, not the Head, its
@@ -321,7 +339,9 @@ func (c *checker) object(e entry) error {
 		c.secrets = append(c.secrets, vals...)
 		c.secretHolders = append(c.secretHolders, id.String())
 	}
-	c.r.Objects = append(c.r.Objects, e.obj)
+	if !c.lean {
+		c.r.Objects = append(c.r.Objects, e.obj)
+	}
 	c.r.Inventory = append(c.r.Inventory, id)
 	return nil
 }
