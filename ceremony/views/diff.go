@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
@@ -125,6 +126,59 @@ type DiffRequest struct {
 	// object is compared, so that a large release's objects are not held
 	// beside its diffs (the caller has no further use for them).
 	DropObjects bool
+	// Lean, when Objects is nil, holds the release's objects instead:
+	// each is taken (decoded, and its JSON let go) when it is compared.
+	Lean *inventory.LeanObjects
+}
+
+// count is the number of the request's objects.
+func (req *DiffRequest) count() int {
+	if req.Objects == nil && req.Lean != nil {
+		return req.Lean.Len()
+	}
+	return len(req.Objects)
+}
+
+// take is object i, for its one comparison.
+func (req *DiffRequest) take(i int) (*unstructured.Unstructured, error) {
+	if req.Objects == nil && req.Lean != nil {
+		return req.Lean.Take(i)
+	}
+	u := req.Objects[i]
+	if req.DropObjects {
+		req.Objects[i] = nil // each goroutine its own element
+	}
+	return u, nil
+}
+
+// defined is what the release itself creates: its Namespaces, and the
+// group/kind of each of its CustomResourceDefinitions (of a lean release,
+// only those are decoded).
+func (req *DiffRequest) defined() (namespaces, kinds map[string]bool, err error) {
+	namespaces, kinds = map[string]bool{}, map[string]bool{}
+	for i := range req.count() {
+		var u *unstructured.Unstructured
+		if req.Objects == nil && req.Lean != nil {
+			gk := req.Lean.ID(i).GroupKind()
+			if gk != (schema.GroupKind{Kind: "Namespace"}) && gk != (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
+				continue
+			}
+			if u, err = req.Lean.Peek(i); err != nil {
+				return nil, nil, err
+			}
+		} else {
+			u = req.Objects[i]
+		}
+		switch gvk := u.GroupVersionKind(); gvk.GroupKind() {
+		case schema.GroupKind{Kind: "Namespace"}:
+			namespaces[u.GetName()] = true
+		case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+			g, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+			k, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+			kinds[g+"/"+k] = true
+		}
+	}
+	return namespaces, kinds, nil
 }
 
 // Diff computes the change list: for each object a GET (404: created) and
@@ -138,33 +192,27 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 	if n <= 0 {
 		n = 16
 	}
-	releaseNS := map[string]bool{}
-	kinds := map[string]bool{}
-	for _, u := range req.Objects {
-		gvk := u.GroupVersionKind()
-		if gvk.Group == "" && gvk.Kind == "Namespace" {
-			releaseNS[u.GetName()] = true
-		}
-		if gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition" {
-			g, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-			k, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
-			kinds[g+"/"+k] = true
-		}
+	releaseNS, kinds, err := req.defined()
+	if err != nil {
+		return nil, fail.Wrap(fail.Other, err)
 	}
-	out := make([]ObjectChange, len(req.Objects))
-	errs := make([]error, len(req.Objects))
+	total := req.count()
+	out := make([]ObjectChange, total)
+	errs := make([]error, total)
 	var g errgroup.Group
 	g.SetLimit(n)
-	for i, u := range req.Objects {
+	for i := range total {
 		g.Go(func() error {
 			var dry *unstructured.Unstructured
 			if req.DryRun != nil {
 				dry = req.DryRun[i]
 			}
-			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
-			if req.DropObjects {
-				req.Objects[i] = nil // each goroutine its own element
+			u, err := req.take(i)
+			if err != nil {
+				out[i].Object, errs[i] = req.Lean.ID(i), err
+				return nil
 			}
+			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
 			return nil
 		})
 	}
@@ -181,7 +229,7 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 		if class == fail.Conflict {
 			hint = "; another field manager owns these fields: diff again with --force-conflicts to see them taken over"
 		}
-		return nil, fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written%s): %v", len(failed), len(req.Objects), hint, failed)
+		return nil, fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written%s): %v", len(failed), total, hint, failed)
 	}
 	slices.SortFunc(out, func(a, b ObjectChange) int { return inventory.Compare(a.Object, b.Object) })
 	rep := &DiffReport{Schema: DiffSchema, Namespace: req.Namespace, Version: req.Version, Objects: out}
@@ -195,7 +243,6 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 			rep.Unchanged++
 		}
 	}
-	var err error
 	rep.Digest, err = DiffDigest(out)
 	return rep, err
 }
@@ -382,7 +429,7 @@ var _ Differ = deploy.Cluster(nil)
 // command does: a tampered one is tamper), the objects it deploys that the
 // release does not contain are listed in Retire.
 func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem, dir string, opts inventory.Options, cache *rendercache.Cache, force bool, parallelism int) (*DiffReport, error) {
-	opts.Mapper = c.Mapper()
+	opts.Mapper, opts.Lean = c.Mapper(), true // each object is compared once: a cache hit keeps them lean
 	rel, lock, use, err := inventory.LoadReleaseCached(fsys, dir, opts, cache)
 	if err != nil {
 		return nil, err
@@ -395,7 +442,7 @@ func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem,
 		return nil, fail.Errorf(fail.Invalid, "cluster identity %s does not match the lock's target.clusterIdentity %s: wrong --context?", id, lock.Target.ClusterIdentity)
 	}
 	rep, err := Diff(ctx, c, DiffRequest{
-		Objects: rel.Objects, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
+		Objects: rel.Objects, Lean: rel.Lean, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
 		FieldManager: lock.Tool.FieldManager, ForceConflicts: force, Parallelism: parallelism,
 		DropObjects: true, // only rel.Inventory is read below
 	})
