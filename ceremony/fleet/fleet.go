@@ -45,17 +45,52 @@ type Options struct {
 
 	mu sync.Mutex // serialises Progress lines
 
-	// opened holds each target connected once in this command, so apply,
+	// opened holds the targets connected in this command, so apply,
 	// read-back, gate and soak share one client and one RESTMapper
-	// (discovery) per target instead of connecting at every step.
+	// (discovery) per target instead of connecting at every step; at most
+	// openedMax of them, the least recently used let go (connected again
+	// when next needed), so that a command's memory does not grow with
+	// the fleet.
 	openMu sync.Mutex
 	opened map[string]*slot
+	ticks  uint64
 }
+
+// openedMax bounds the targets a command keeps connected (Options.opened).
+const openedMax = 32
 
 // slot is one target's connection, made at most once at a time.
 type slot struct {
-	mu sync.Mutex
-	tg *target
+	mu   sync.Mutex
+	tg   *target
+	used uint64 // the tick of its last open
+}
+
+// slotOf is target name's slot, made (and the least recently used slot
+// beyond openedMax let go) when there is none.
+func (o *Options) slotOf(name string) *slot {
+	o.openMu.Lock()
+	defer o.openMu.Unlock()
+	if o.opened == nil {
+		o.opened = map[string]*slot{}
+	}
+	o.ticks++
+	sl := o.opened[name]
+	if sl == nil {
+		sl = &slot{}
+		o.opened[name] = sl
+		if len(o.opened) > openedMax {
+			lru, oldest := "", o.ticks
+			for n, s := range o.opened {
+				if n != name && s.used < oldest {
+					lru, oldest = n, s.used
+				}
+			}
+			delete(o.opened, lru) // whoever holds its target keeps using it
+		}
+	}
+	sl.used = o.ticks
+	return sl
 }
 
 func (o *Options) parallel() int {
@@ -91,22 +126,14 @@ type target struct {
 	do deploy.Options
 }
 
-// open connects target t, once per command (a failed connection is tried
-// again at the next step), and prepares its deploy options.
+// open connects target t, once per command while it stays among the
+// openedMax most recently opened (a failed connection is tried again at
+// the next step), and prepares its deploy options.
 func (o *Options) open(f *fleetfile.Fleet, t fleetfile.Target) (*target, error) {
 	if o.Connect == nil {
 		return nil, fail.Errorf(fail.Other, "fleet: no connector")
 	}
-	o.openMu.Lock()
-	if o.opened == nil {
-		o.opened = map[string]*slot{}
-	}
-	sl := o.opened[t.Name]
-	if sl == nil {
-		sl = &slot{}
-		o.opened[t.Name] = sl
-	}
-	o.openMu.Unlock()
+	sl := o.slotOf(t.Name)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.tg != nil {
