@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -96,6 +97,9 @@ func (vj ViaJob) start(ctx context.Context, o *Options, f *fleetfile.Fleet, req 
 	old, err := jobs.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil && old.Annotations[AnnotationPlan] == req.Plan.SelfDigest && finished(old) == "":
+		if err := vj.adoptable(ctx, old, objs); err != nil {
+			return nil, err
+		}
 		o.say("wave %s: Job %s/%s of this plan is running: waiting on it", w.Name, ns, name)
 		return old, nil
 	case err == nil:
@@ -122,6 +126,38 @@ func (vj ViaJob) start(ctx context.Context, o *Options, f *fleetfile.Fleet, req 
 	}
 	o.say("wave %s: created Job %s/%s: %d index(es), parallelism %d", w.Name, ns, name, *job.Spec.Completions, *job.Spec.Parallelism)
 	return job, nil
+}
+
+// adoptable checks that a running Job annotated with this plan is the Job
+// this command would create (a killed driver's): the same annotations, a
+// spec of which objs.Job's is a derivative (every field set there equal;
+// the API server's defaults aside), and its ConfigMap's files exactly
+// these. An annotation anyone with the driver's Role can write is not
+// evidence: a Job that differs is not waited on.
+func (vj ViaJob) adoptable(ctx context.Context, old *batchv1.Job, objs *JobObjects) error {
+	what := ""
+	for _, k := range []string{AnnotationPlan, AnnotationWave, AnnotationWaveD} {
+		if old.Annotations[k] != objs.Job.Annotations[k] && what == "" {
+			what = "its annotation " + k
+		}
+	}
+	if what == "" && !equality.Semantic.DeepDerivative(objs.Job.Spec, old.Spec) {
+		what = "its spec (image, arguments, volumes, Secret, ServiceAccount, indexes or limits)"
+	}
+	if what == "" {
+		cm, err := vj.Client.CoreV1().ConfigMaps(old.Namespace).Get(ctx, objs.ConfigMap.Name, metav1.GetOptions{})
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			return mgmtErr("read ConfigMap "+objs.ConfigMap.Name, err)
+		case err != nil || !equality.Semantic.DeepEqual(cm.Data, objs.ConfigMap.Data) || !equality.Semantic.DeepEqual(cm.BinaryData, objs.ConfigMap.BinaryData):
+			what = "the files of its ConfigMap " + objs.ConfigMap.Name
+		}
+	}
+	if what == "" {
+		return nil
+	}
+	return fail.Errorf(fail.Conflict, "Job %s/%s is running and annotated with this plan, but %s differs from the Job this command would create: it is not waited on; find out who made it, delete it (kubectl delete job -n %s %s), then run fleet apply again",
+		old.Namespace, old.Name, what, old.Namespace, old.Name)
 }
 
 // JobFieldManager is the field manager of what ApplyViaJob creates.

@@ -1,0 +1,140 @@
+package plugin_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
+)
+
+// `fleet apply --via-job` waits on a running Job of this plan only when it
+// is the Job the command would create (a killed driver's). Written as the
+// attacker: whoever holds exactly the printed driver Role can create, in
+// the management namespace, a Job named and annotated as the wave's with
+// another image, or the wave's Job beside a ConfigMap of other files. The
+// driver refuses each at once (exit 3, naming what differs) instead of
+// waiting on it (before the fix it waited, here forever: nothing runs the
+// pods). The Job as printed by `fleet job` is waited on: the driver reads
+// it until it is deleted.
+func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
+	_, file := cliFleet(t)
+	mustRunOK(t, "fleet", "lock", file, "--version", "3.0.0")
+	mustRunOK(t, "fleet", "preflight", file)
+	mgmt, user := cp.Namespace(t), "fleet-driver-adopt"
+	cp.KubectlApply(t, mustRunOK(t, "fleet", "job", "--rbac", "-n", mgmt, "--bind-user", user))
+	driver, err := cp.Kubeconfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacker := kubernetes.NewForConfigOrDie(cp.User(t, user)) // the printed Role, nothing more
+	image := "registry.example/kubectl-ql3:v0.1.0@sha256:" + strings.Repeat("a", 64)
+	printed := mustRunOK(t, "fleet", "job", file, "--wave", "first", "-n", mgmt, "--image", image)
+	apply := []string{"fleet", "apply", file, "--via-job", "-n", mgmt, "--image", image, "--job-kubeconfig", driver, "--progress", "always"}
+	for _, c := range []struct {
+		name, want string
+		forge      func(cm *corev1.ConfigMap, job *batchv1.Job)
+	}{
+		{"another image", "its spec", func(_ *corev1.ConfigMap, job *batchv1.Job) {
+			job.Spec.Template.Spec.Containers[0].Image = "registry.example/other@sha256:" + strings.Repeat("b", 64)
+		}},
+		{"other files", "the files of its ConfigMap", func(cm *corev1.ConfigMap, _ *batchv1.Job) {
+			cm.Data[key(t, cm)] += "\n# not the plan's\n"
+		}},
+	} {
+		cm, job := printedJob(t, printed)
+		c.forge(cm, job)
+		createAs(t, attacker, cm, job)
+		_, stderr, code := runBounded(t, 90*time.Second, nil, apply...)
+		if code != 3 || !strings.Contains(stderr, "differs from the Job this command would create") || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "waiting on it") {
+			t.Fatalf("%s: exit %d, want 3 naming %q, without waiting\n%s", c.name, code, c.want, stderr)
+		}
+		deleteJob(t, cm, job)
+	}
+
+	cm, job := printedJob(t, printed)
+	createAs(t, attacker, cm, job)
+	var wg sync.WaitGroup
+	var stderr string
+	var code int
+	wg.Go(func() { _, stderr, code = runBounded(t, 3*time.Minute, nil, apply...) })
+	gets := func(ctx context.Context) (bool, error) {
+		reads, err := cp.Reads(func(e testcluster.AuditEvent) bool {
+			return e.User.Username == user && e.Verb == "get" && e.ObjectRef.Resource == "jobs" && e.ObjectRef.Namespace == mgmt && e.ObjectRef.Name == job.Name
+		})
+		return len(reads) >= 3, err // start's read, then wait's
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, gets); err != nil {
+		t.Fatalf("the driver did not wait on the printed Job: %v", err)
+	}
+	deleteJob(t, cm, job)
+	wg.Wait()
+	if code != 3 || !strings.Contains(stderr, "of this plan is running: waiting on it") || !strings.Contains(stderr, "was deleted while this driver waited on it") {
+		t.Fatalf("the printed Job: exit %d, want it waited on until deleted (3)\n%s", code, stderr)
+	}
+}
+
+// printedJob parses `fleet job`'s output: its ConfigMap and its Job.
+func printedJob(t *testing.T, printed string) (*corev1.ConfigMap, *batchv1.Job) {
+	t.Helper()
+	docs := strings.Split(printed, "\n---\n")
+	var cm corev1.ConfigMap
+	var job batchv1.Job
+	if len(docs) != 2 || yaml.UnmarshalStrict([]byte(docs[0]), &cm) != nil || yaml.UnmarshalStrict([]byte(docs[1]), &job) != nil {
+		t.Fatalf("fleet job: want a ConfigMap and a Job:\n%s", printed)
+	}
+	return &cm, &job
+}
+
+// key is the first of cm's data keys (sorted).
+func key(t *testing.T, cm *corev1.ConfigMap) string {
+	t.Helper()
+	keys := slices.Sorted(maps.Keys(cm.Data))
+	if len(keys) == 0 {
+		t.Fatalf("ConfigMap %s holds no data", cm.Name)
+	}
+	return keys[0]
+}
+
+// createAs creates cm and job with cs.
+func createAs(t *testing.T, cs kubernetes.Interface, cm *corev1.ConfigMap, job *batchv1.Job) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteJob deletes cm and job as the admin, and waits until the Job is gone.
+func deleteJob(t *testing.T, cm *corev1.ConfigMap, job *batchv1.Job) {
+	t.Helper()
+	ctx := context.Background()
+	cs := cp.Clientset()
+	bg := metav1.DeletePropagationBackground
+	if err := cs.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		return err != nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
