@@ -142,33 +142,51 @@ func DigestOfMemberArray[T any](domain string, obj map[string]any, member string
 	if items == nil {
 		items = []T{}
 	}
-	before, after := []byte{}, []byte{}
-	if obj != nil {
-		shell := maps.Clone(obj)
-		shell[member] = arrayPlaceholder
-		c, err := Canonical(shell)
-		if err != nil {
-			return "", err
-		}
-		mark, err := Canonical(arrayPlaceholder)
-		if err != nil {
-			return "", err
-		}
-		if bytes.Count(c, mark) != 1 {
-			whole := shell
-			whole[member] = items
-			return DigestOf(domain, whole)
-		}
-		i := bytes.Index(c, mark)
-		before, after = c[:i], c[i+len(mark):]
+	a, err := NewMemberArrayDigest(domain, obj, member)
+	if errors.Is(err, errPlaceholderInShell) {
+		whole := maps.Clone(obj)
+		whole[member] = items
+		return DigestOf(domain, whole)
 	}
-	a := newArrayDigest(domain, before, after)
+	if err != nil {
+		return "", err
+	}
 	for i, item := range items {
 		if _, err := a.Add(item); err != nil {
 			return "", fmt.Errorf("%s: %w", strings.TrimSpace(member+" element "+strconv.Itoa(i)), err)
 		}
 	}
 	return a.Sum(), nil
+}
+
+// errPlaceholderInShell: the shell cannot be split around its array.
+var errPlaceholderInShell = errors.New("the object holds the array placeholder itself: digest it whole")
+
+// NewMemberArrayDigest starts DigestOf(domain, obj with obj[member] = the
+// array to be added), for an array that is never held whole: Add each
+// element in order, then Sum. obj is not modified; a nil obj digests the
+// array alone. It fails when obj itself holds the placeholder that stands
+// for the array in its canonical form (DigestOfMemberArray then digests
+// the whole value).
+func NewMemberArrayDigest(domain string, obj map[string]any, member string) (*ArrayDigest, error) {
+	if obj == nil {
+		return newArrayDigest(domain, nil, nil), nil
+	}
+	shell := maps.Clone(obj)
+	shell[member] = arrayPlaceholder
+	c, err := Canonical(shell)
+	if err != nil {
+		return nil, err
+	}
+	mark, err := Canonical(arrayPlaceholder)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Count(c, mark) != 1 {
+		return nil, errPlaceholderInShell
+	}
+	i := bytes.Index(c, mark)
+	return newArrayDigest(domain, c[:i], c[i+len(mark):]), nil
 }
 
 // ArrayDigest is DigestOfArray fed one element at a time, for an array
