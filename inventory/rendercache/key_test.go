@@ -203,3 +203,44 @@ func FuzzGet(f *testing.F) {
 		}
 	})
 }
+
+// TestGetFramed: Get splits a file as Put writes it without decoding it
+// whole, and reads the same entry as the full decoder from any other
+// valid form of the file (members swapped, whitespace); the split never
+// lets bytes that are not the entry member through: a file whose framing
+// holds two entry members, or an edited entry, is a miss.
+func TestGetFramed(t *testing.T) {
+	key, _ := Key(srcA, buildA)
+	c := &Cache{Dir: t.TempDir(), Build: buildA, MACKey: testKey}
+	if err := c.Put(entryFor(t, key)); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(c.path(key))
+	var f file
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	if e, m, ok := framed(data); !ok || !bytes.Equal(e, f.Entry) || string(m) != f.MAC {
+		t.Fatalf("framed(Put's file) = %q, %q, %v; want the entry member and mac", e, m, ok)
+	}
+	forms := map[string]string{
+		"as written":         string(data),
+		"trailing newline":   string(data) + "\n",
+		"members swapped":    `{"mac":"` + f.MAC + `","entry":` + string(f.Entry) + `}`,
+		"spaced":             `{ "entry" : ` + string(f.Entry) + ` , "mac" : "` + f.MAC + `" }`,
+		"two entry members":  `{"entry":{},"mac":"x","entry":` + string(f.Entry) + `,"mac":"` + f.MAC + `"}`,
+		"entry edited":       strings.Replace(string(data), `"demo"`, `"evil"`, 1),
+		"mac of another key": `{"entry":` + string(f.Entry) + `,"mac":"` + MAC(bytes.Repeat([]byte{1}, KeySize), f.Entry) + `"}`,
+	}
+	hit := map[string]bool{"as written": true, "trailing newline": true, "members swapped": true, "spaced": true}
+	for name, form := range forms {
+		write(t, c.path(key), []byte(form), 0o600)
+		e, err := c.Get(key)
+		switch {
+		case hit[name] && (err != nil || e.Key != key || len(e.Objects) != 1):
+			t.Errorf("%s: Get = %v, %v; want the entry", name, e, err)
+		case !hit[name] && !errors.Is(err, ErrMiss):
+			t.Errorf("%s: Get = %v, %v; want a miss", name, e, err)
+		}
+	}
+}

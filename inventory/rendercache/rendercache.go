@@ -109,18 +109,17 @@ type Entry struct {
 	Objects []json.RawMessage `json:"objects"`
 }
 
-// ParseEntry decodes an entry strictly: one JSON object, no unknown
-// fields, the schema, digests and objects present. It does not recompute
-// any digest; that is the reader's job. The error is fail.Invalid.
+// ParseEntry decodes an entry strictly: one JSON object, each member once,
+// no unknown member, the schema, digests and objects present. It does not
+// recompute any digest; that is the reader's job. The error is
+// fail.Invalid. The objects are slices of data, not copies (data must not
+// change while they are used), and the entry is read member by member, one
+// object at a time: at 10,000 objects the decoder never buffers the 8 MB
+// array, nor is any object held twice.
 func ParseEntry(data []byte) (*Entry, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var e Entry
-	if err := dec.Decode(&e); err != nil {
+	e, err := parseEntry(data)
+	if err != nil {
 		return nil, fail.Errorf(fail.Invalid, "render cache entry: %w", err)
-	}
-	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
-		return nil, fail.Errorf(fail.Invalid, "render cache entry: data after the entry")
 	}
 	switch {
 	case e.Schema != Schema:
@@ -135,7 +134,83 @@ func ParseEntry(data []byte) (*Entry, error) {
 			return nil, fail.Errorf(fail.Invalid, "render cache entry: objects[%d]: want a JSON object", i)
 		}
 	}
-	return &e, nil
+	return e, nil
+}
+
+// parseEntry reads the entry's members one token at a time.
+func parseEntry(data []byte) (*Entry, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := delim(dec, '{'); err != nil {
+		return nil, err
+	}
+	e := &Entry{}
+	fields := map[string]*string{"schema": &e.Schema, "key": &e.Key, "sourceDigest": &e.SourceDigest, "renderDigest": &e.RenderDigest, "inventoryDigest": &e.InventoryDigest}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := t.(string)
+		if seen[name] {
+			return nil, fmt.Errorf("member %q twice", name)
+		}
+		seen[name] = true
+		if f, ok := fields[name]; ok {
+			err = dec.Decode(f)
+		} else if name == "objects" {
+			e.Objects, err = objectsOf(dec, data)
+		} else {
+			err = fmt.Errorf("json: unknown field %q", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := delim(dec, '}'); err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
+		return nil, errors.New("data after the entry")
+	}
+	return e, nil
+}
+
+// objectsOf reads the objects array (or null) one element at a time, each
+// the slice of data it was read from.
+func objectsOf(dec *json.Decoder, data []byte) ([]json.RawMessage, error) {
+	t, err := dec.Token()
+	if err != nil || t == nil {
+		return nil, err
+	}
+	if t != json.Delim('[') {
+		return nil, errors.New("objects: want an array")
+	}
+	out := []json.RawMessage{}
+	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("objects[%d]: %w", len(out), err)
+		}
+		end := int(dec.InputOffset())
+		if start := end - len(raw); start >= 0 && bytes.Equal(data[start:end], raw) {
+			raw = data[start:end:end]
+		}
+		out = append(out, raw)
+	}
+	return out, delim(dec, ']')
+}
+
+// delim reads the delimiter d.
+func delim(dec *json.Decoder, d json.Delim) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if t != d {
+		return fmt.Errorf("want %q, found %v", d, t)
+	}
+	return nil
 }
 
 var entryNameRE = regexp.MustCompile(`^[0-9a-f]{64}\.json$`)
@@ -171,13 +246,20 @@ func (c *Cache) Get(key string) (*Entry, error) {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var f file
-	if err := dec.Decode(&f); err != nil || dec.More() || !hmac.Equal([]byte(f.MAC), []byte(MAC(c.MACKey, f.Entry))) {
+	entry, mac, ok := framed(data)
+	if !ok {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		var f file
+		if err := dec.Decode(&f); err != nil || dec.More() {
+			return nil, fmt.Errorf("%w: entry not written with this installation's key", ErrMiss)
+		}
+		entry, mac = f.Entry, []byte(f.MAC)
+	}
+	if !hmac.Equal(mac, []byte(MAC(c.MACKey, entry))) {
 		return nil, fmt.Errorf("%w: entry not written with this installation's key", ErrMiss)
 	}
-	e, err := ParseEntry(f.Entry)
+	e, err := ParseEntry(entry)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
 	}
@@ -185,6 +267,30 @@ func (c *Cache) Get(key string) (*Entry, error) {
 		return nil, fmt.Errorf("%w: the entry is for key %s", ErrMiss, e.Key)
 	}
 	return e, nil
+}
+
+// framedMAC is the end of an entry file as Put writes it.
+var framedMAC = regexp.MustCompile(`^,"mac":"(` + MACPrefix + `[0-9a-f]{64})"}$`)
+
+// framed splits an entry file written as Put writes it,
+// {"entry":E,"mac":"M"}, into E and M without copying E (about 13 MB at
+// 10,000 objects, held once rather than twice while the entry is parsed);
+// ok is false for any other form, which Get then decodes in full. E is
+// only ever used once its MAC is checked: bytes that are not the entry
+// member of a valid file have no valid MAC and fail ParseEntry besides.
+func framed(data []byte) (entry, mac []byte, ok bool) {
+	const prefix = `{"entry":`
+	tail := len(`,"mac":"`+MACPrefix+`"}`) + 64
+	data = bytes.TrimRight(data, " \t\r\n")
+	if !bytes.HasPrefix(data, []byte(prefix)) || len(data) < len(prefix)+tail {
+		return nil, nil, false
+	}
+	m := framedMAC.FindSubmatchIndex(data[len(data)-tail:])
+	if m == nil {
+		return nil, nil, false
+	}
+	end := len(data) - tail
+	return data[len(prefix):end], data[end+m[2] : end+m[3]], true
 }
 
 // Put writes e with its MAC atomically: a 0600 temporary file in the 0700

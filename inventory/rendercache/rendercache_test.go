@@ -1,6 +1,7 @@
 package rendercache
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -207,6 +208,11 @@ func TestParseEntry(t *testing.T) {
 		{"no objects", strings.Replace(string(good), `"objects":[`, `"objects":[],"x":[`, 1), ""},
 		{"object not an object", strings.Replace(string(good), `[{"apiVersion"`, `["s",{"apiVersion"`, 1), "objects[0]"},
 		{"not json", "{", "render cache entry"},
+		{"member twice", strings.Replace(string(good), `{"schema"`, `{"key":"`+srcB+`","schema"`, 1), "twice"},
+		{"objects not an array", strings.Replace(string(good), `"objects":[`, `"objects":{"a":[`, 1) + "}", "want an array"},
+		{"objects null", strings.Replace(string(good), `"objects":[`, `"objects":null,"x":[`, 1), "unknown field"},
+		{"digest not a string", strings.Replace(string(good), `"renderDigest":"`+srcB+`"`, `"renderDigest":1`, 1), "render cache entry"},
+		{"object element cut", strings.TrimSuffix(string(good), "]}"), "render cache entry"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,6 +233,31 @@ func TestParseEntry(t *testing.T) {
 				t.Errorf("err %v, want invalid mentioning %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestParseEntryObjectsAreSlices: the objects are read in place, not
+// copied (a 10,000-object entry is not held twice), and are exactly the
+// bytes of each element, whatever whitespace surrounds them.
+func TestParseEntryObjectsAreSlices(t *testing.T) {
+	key, _ := Key(srcA, buildA)
+	good, _ := json.Marshal(func() *Entry { e := entryFor(t, key); e.Schema = Schema; return e }())
+	spaced := bytes.Replace(good, []byte(`"objects":[`), []byte("\"objects\" : [ \n\t"), 1)
+	spaced = bytes.Replace(spaced, []byte("}]}"), []byte("} \n] }"), 1)
+	for _, data := range [][]byte{good, spaced} {
+		e, err := ParseEntry(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := string(e.Objects[0])
+		if !strings.HasPrefix(obj, "{") || !strings.HasSuffix(obj, "}") || !strings.Contains(string(data), obj) {
+			t.Fatalf("object %q is not an element of %s", obj, data)
+		}
+		i := bytes.Index(data, e.Objects[0])
+		data[i+1] = ' ' // the object's first member's quote
+		if e.Objects[0][1] != ' ' || cap(e.Objects[0]) != len(e.Objects[0]) {
+			t.Errorf("object is a copy of the entry's bytes (or may grow into them): %q", e.Objects[0])
+		}
 	}
 }
 
