@@ -239,8 +239,8 @@ func cachedObject(i int, raw []byte) (*unstructured.Unstructured, string) {
 }
 
 // lockedSources reads every source file the lock lists and checks it
-// against the lock's digest; it returns the files by path, or nil and why
-// not. A lock with keyed or redacted entries (Secret data) is never served
+// against the lock's digest; it returns the files' paths (as map keys, no
+// contents), or nil and why not. A lock with keyed or redacted entries (Secret data) is never served
 // from the cache. Each directory holding a kustomization file must hold no
 // other recognised kustomization file name: kustomize would refuse such a
 // directory, and the lock's file list alone would not show it.
@@ -259,7 +259,10 @@ func lockedSources(fsys filesys.FileSystem, dir string, l *Lock) (map[string][]b
 		if FileDigest(data) != f.Digest {
 			return nil, "source files changed"
 		}
-		files[f.Path] = data
+		// Only the names are kept: the checks use the contents to name the
+		// file an error comes from, and on this path an error is a miss
+		// that names none (a 10,000-object release's sources are 8 MB).
+		files[f.Path] = nil
 		if base := filepath.Base(p); slices.Contains(names, base) {
 			for _, other := range names {
 				if other != base && fsys.Exists(filepath.Join(filepath.Dir(p), other)) {

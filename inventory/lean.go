@@ -10,8 +10,8 @@ import (
 )
 
 // LeanObjects are a release's objects as LoadReleaseCached keeps them with
-// Options.Lean: each the canonical JSON that its render digest covered,
-// decoded only when taken, so that a release of 10,000 objects is held as
+// Options.Lean: each the JSON the render cache entry holds, whose decoded
+// form the render digest covered, decoded again only when taken, so that a release of 10,000 objects is held as
 // its JSON (about 12 MB) rather than decoded (several times that).
 type LeanObjects struct {
 	json [][]byte
@@ -48,8 +48,8 @@ func (l *LeanObjects) Take(i int) (*unstructured.Unstructured, error) {
 // fresh render, one object decoded at a time: a first pass reads the
 // identities (which must be in inventory order, as an entry stored from a
 // render is) and the release's CustomResourceDefinitions (for scopes); a
-// second checks each object, hashes it into the render digest and keeps
-// the canonical JSON it hashed. nil and why not when it fails; never a
+// second checks each object and hashes it into the render digest; the
+// entry's JSON of each object is kept. nil and why not when it fails; never a
 // release the decoded path would refuse.
 func leanRelease(dir string, e *rendercache.Entry, files map[string][]byte, opts Options) (*Release, string) {
 	c := newChecker(dir, files, opts)
@@ -68,7 +68,6 @@ func leanRelease(dir string, e *rendercache.Entry, files map[string][]byte, opts
 		}
 	}
 	sum := canon.NewArrayDigest(DomainRender)
-	kept := make([][]byte, len(e.Objects))
 	for i, raw := range e.Objects {
 		u, reason := cachedObject(i, raw)
 		if u == nil {
@@ -77,11 +76,9 @@ func leanRelease(dir string, e *rendercache.Entry, files map[string][]byte, opts
 		if err := c.object(entry{ids[i], u}); err != nil {
 			return nil, "cached objects fail the release checks"
 		}
-		var err error
-		if kept[i], err = sum.Add(u.Object); err != nil {
+		if _, err := sum.Add(u.Object); err != nil {
 			return nil, "entry objects: " + err.Error()
 		}
-		e.Objects[i] = nil
 	}
 	if err := c.finish(); err != nil {
 		return nil, "cached objects fail the release checks"
@@ -91,6 +88,13 @@ func leanRelease(dir string, e *rendercache.Entry, files map[string][]byte, opts
 	}
 	r := c.r
 	r.RenderDigest, r.SecretValuesCovered = sum.Sum(), true
+	// The entry's own bytes are kept, not the canonical forms hashed (a
+	// second copy of the release): decoding them again gives exactly the
+	// objects checked and hashed here, and nothing else holds them.
+	kept := make([][]byte, len(e.Objects))
+	for i, raw := range e.Objects {
+		kept[i], e.Objects[i] = raw, nil
+	}
 	r.Lean = &LeanObjects{json: kept, ids: r.Inventory}
 	return r, ""
 }
