@@ -332,7 +332,9 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 			}{res, diff}, nil)
 		}
 		if o.cf.output == "" {
-			printDiff(o.streams.Out, diff)
+			if err := printDiff(o.streams.Out, diff); err != nil {
+				return err
+			}
 		}
 	}
 	return o.cf.print(o.streams.Out, res, func() {

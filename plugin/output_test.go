@@ -306,7 +306,9 @@ func TestPrintDiffBodies(t *testing.T) {
 		{Object: cm("same"), Change: views.Unchanged},
 	}}
 	var b strings.Builder
-	printDiff(&b, rep)
+	if err := printDiff(&b, rep); err != nil {
+		t.Fatal(err)
+	}
 	out := b.String()
 	for _, want := range []string{"+data: created-body", "+a: changed-body"} {
 		if !strings.Contains(out, want) {

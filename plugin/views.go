@@ -99,15 +99,11 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer rep.Close()
 	if co.RenderCache != nil {
 		fmt.Fprintf(o.streams.ErrOut, "render: %s, %d objects\n", rep.Render, len(rep.Objects))
 	}
-	if o.cf.output == outputName {
-		// -o name: the objects that would be created, changed or retired.
-		if err := printIdentityNames(o.streams.Out, rep.Changing()); err != nil {
-			return err
-		}
-	} else if err := o.cf.print(o.streams.Out, rep, func() { printDiff(o.streams.Out, rep) }); err != nil {
+	if err := o.print(rep); err != nil {
 		return err
 	}
 	if o.exitCode && rep.HasChanges() {
@@ -116,8 +112,27 @@ func (o *diffOptions) Run(ctx context.Context) error {
 	return nil
 }
 
+// print writes the report as -o asks: the texts of a spooled report are
+// read back one at a time for the human output and -o json, all at once
+// for -o yaml and templates.
+func (o *diffOptions) print(rep *views.DiffReport) error {
+	switch o.cf.output {
+	case outputName:
+		// the objects that would be created, changed or retired.
+		return printIdentityNames(o.streams.Out, rep.Changing())
+	case "":
+		return printDiff(o.streams.Out, rep)
+	case outputJSON:
+		return rep.WriteJSON(o.streams.Out)
+	}
+	if err := rep.Fill(); err != nil {
+		return err
+	}
+	return printObject(o.streams.Out, o.cf.output, rep)
+}
+
 // printDiff is diff's human output: one line per object, then the diffs.
-func printDiff(w io.Writer, rep *views.DiffReport) {
+func printDiff(w io.Writer, rep *views.DiffReport) error {
 	for _, ch := range rep.Objects {
 		note := ""
 		if ch.Note != "" {
@@ -132,17 +147,22 @@ func printDiff(w io.Writer, rep *views.DiffReport) {
 			fmt.Fprintf(w, "would be retired %s (uid %s resourceVersion %s)\n", r.Object, r.UID, r.ResourceVersion)
 		}
 	}
-	for _, ch := range rep.Objects {
+	err := rep.Each(func(ch views.ObjectChange) error {
 		// As kubectl diff: a created object's body too (every line "+").
 		if ch.Change != views.Unchanged && ch.Diff != "" {
 			fmt.Fprint(w, "\n", ch.Diff)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	retire := ""
 	if len(rep.Retire) > 0 {
 		retire = fmt.Sprintf(", %d would be retired (only kubectl ql3 preflight --transition retire can apply this release)", len(rep.Retire))
 	}
-	fmt.Fprintf(w, "\n%s %s: %d created, %d changed, %d unchanged%s (diff %s)\n", rep.Namespace, rep.Version, rep.Created, rep.Changed, rep.Unchanged, retire, rep.Digest)
+	_, err = fmt.Fprintf(w, "\n%s %s: %d created, %d changed, %d unchanged%s (diff %s)\n", rep.Namespace, rep.Version, rep.Created, rep.Changed, rep.Unchanged, retire, rep.Digest)
+	return err
 }
 
 type statusOptions struct {

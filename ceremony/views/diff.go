@@ -57,7 +57,10 @@ type ObjectChange struct {
 	Note string `json:"note,omitempty"`
 	// Diff is the unified diff of the masked, normalised live object
 	// ("live/...") and dry-run result ("dry-run/..."); empty when unchanged.
+	// Of a spooled report, empty in Objects: DiffReport.Each reads it back.
 	Diff string `json:"diff,omitempty"`
+	// spooled is 1 + the index of Diff in the report's spool; 0: none.
+	spooled int
 }
 
 // WouldRetire is an object the Head deploys and the release no longer
@@ -89,6 +92,8 @@ type DiffReport struct {
 	// Render says whether DiffRelease took the objects from the render
 	// cache (progress only; not part of the report).
 	Render inventory.CacheUse `json:"-"`
+	// texts holds the diff texts of a spooled report (DiffRequest.Spool).
+	texts *textSpool
 }
 
 // HasChanges reports whether any object would be created, changed or
@@ -129,6 +134,10 @@ type DiffRequest struct {
 	// Lean, when Objects is nil, holds the release's objects instead:
 	// each is taken (decoded, and its JSON let go) when it is compared.
 	Lean *inventory.LeanObjects
+	// Spool keeps the diff texts in a temporary file until they are
+	// printed (DiffReport.Each, WriteJSON; Close lets the file go), not in
+	// memory. Without a usable temporary directory they stay in memory.
+	Spool bool
 }
 
 // count is the number of the request's objects.
@@ -199,6 +208,10 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 	total := req.count()
 	out := make([]ObjectChange, total)
 	errs := make([]error, total)
+	var spool *textSpool
+	if req.Spool {
+		spool = newTextSpool(total)
+	}
 	var g errgroup.Group
 	g.SetLimit(n)
 	for i := range total {
@@ -213,26 +226,21 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 				return nil
 			}
 			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
+			if errs[i] == nil && spool != nil && out[i].Diff != "" {
+				if errs[i] = spool.put(i, out[i].Diff); errs[i] == nil {
+					out[i].Diff, out[i].spooled = "", i+1
+				}
+			}
 			return nil
 		})
 	}
 	_ = g.Wait() // every object's error is kept in errs, all reported below
-	var failed []error
-	for i, err := range errs {
-		if err != nil {
-			failed = append(failed, fmt.Errorf("%s: %w", out[i].Object, err))
-		}
-	}
-	if len(failed) > 0 {
-		class := cas.Decisive(cas.OpApply, "diff", failed)
-		hint := ""
-		if class == fail.Conflict {
-			hint = "; another field manager owns these fields: diff again with --force-conflicts to see them taken over"
-		}
-		return nil, fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written%s): %v", len(failed), total, hint, failed)
+	rep := &DiffReport{Schema: DiffSchema, Namespace: req.Namespace, Version: req.Version, Objects: out, texts: spool}
+	if err := compared(out, errs); err != nil {
+		_ = rep.Close()
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b ObjectChange) int { return inventory.Compare(a.Object, b.Object) })
-	rep := &DiffReport{Schema: DiffSchema, Namespace: req.Namespace, Version: req.Version, Objects: out}
 	for _, o := range out {
 		switch o.Change {
 		case Created:
@@ -243,8 +251,31 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 			rep.Unchanged++
 		}
 	}
-	rep.Digest, err = DiffDigest(out)
-	return rep, err
+	if rep.Digest, err = rep.digest(); err != nil {
+		_ = rep.Close()
+		return nil, err
+	}
+	return rep, nil
+}
+
+// compared is nil when every object was compared, or every failure,
+// classified.
+func compared(out []ObjectChange, errs []error) error {
+	var failed []error
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", out[i].Object, err))
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	class := cas.Decisive(cas.OpApply, "diff", failed)
+	hint := ""
+	if class == fail.Conflict {
+		hint = "; another field manager owns these fields: diff again with --force-conflicts to see them taken over"
+	}
+	return fail.Errorf(class, "diff: %d of %d objects could not be compared (nothing was written%s): %v", len(failed), len(out), hint, failed)
 }
 
 func diffOne(ctx context.Context, c Differ, req DiffRequest, u, dry *unstructured.Unstructured, releaseNS, kinds map[string]bool) (ObjectChange, error) {
@@ -427,7 +458,8 @@ var _ Differ = deploy.Cluster(nil)
 // input, as in preflight) and diffs it. The lock's field manager is used.
 // When the lock's namespace has a Head (read and validated as every
 // command does: a tampered one is tamper), the objects it deploys that the
-// release does not contain are listed in Retire.
+// release does not contain are listed in Retire. The report is spooled
+// (DiffRequest.Spool): the caller prints it and Closes it.
 func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem, dir string, opts inventory.Options, cache *rendercache.Cache, force bool, parallelism int) (*DiffReport, error) {
 	opts.Mapper, opts.Lean = c.Mapper(), true // each object is compared once: a cache hit keeps them lean
 	rel, lock, use, err := inventory.LoadReleaseCached(fsys, dir, opts, cache)
@@ -445,17 +477,21 @@ func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem,
 		Objects: rel.Objects, Lean: rel.Lean, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
 		FieldManager: lock.Tool.FieldManager, ForceConflicts: force, Parallelism: parallelism,
 		DropObjects: true, // only rel.Inventory is read below
+		Spool:       true, // the caller prints the texts once, in order
 	})
 	if err != nil {
 		return nil, err
 	}
 	rep.Render = use
 	h, err := deploy.ReadHead(ctx, c, lock.Target.Namespace)
-	if err != nil || h == nil {
-		return rep, err
+	if err == nil && h != nil {
+		rep.Retire, err = WouldBeRetired(ctx, c, inventory.Missing(h.Current.Inventory, rel.Inventory))
 	}
-	rep.Retire, err = WouldBeRetired(ctx, c, inventory.Missing(h.Current.Inventory, rel.Inventory))
-	return rep, err
+	if err != nil {
+		_ = rep.Close()
+		return nil, err
+	}
+	return rep, nil
 }
 
 // WouldBeRetired reads each of ids (GET) as a retire's preflight records

@@ -1,0 +1,77 @@
+package views
+
+import (
+	"fmt"
+	"os"
+	"sync"
+)
+
+// textSpool keeps a large diff's texts in an unnamed temporary file
+// instead of memory: at 10,000 objects the texts of 7,000 changed
+// ConfigMaps are about 20 MB, held from their comparison until they are
+// printed (after the summary) and hashed into the diff digest (in
+// inventory order). The file is created private (0600) and unlinked at
+// once where the system allows it, so it is gone when the process ends;
+// it holds what the report prints (Secret values already masked).
+type textSpool struct {
+	mu   sync.Mutex
+	f    *os.File
+	end  int64
+	at   []span
+	name string // set while the file still has a name to remove
+}
+
+type span struct{ off, n int64 }
+
+// newTextSpool is a spool for n texts, or nil when no temporary file can
+// be made (the texts are then kept in memory, as for a small diff).
+func newTextSpool(n int) *textSpool {
+	f, err := os.CreateTemp("", "kubectl-ql3-diff-*")
+	if err != nil {
+		return nil
+	}
+	s := &textSpool{f: f, at: make([]span, n), name: f.Name()}
+	if os.Remove(f.Name()) == nil {
+		s.name = ""
+	}
+	return s
+}
+
+// put stores text i; safe for concurrent use.
+func (s *textSpool) put(i int, text string) error {
+	if text == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.f.WriteAt([]byte(text), s.end); err != nil {
+		return fmt.Errorf("diff text spool: %w", err)
+	}
+	s.at[i] = span{s.end, int64(len(text))}
+	s.end += int64(len(text))
+	return nil
+}
+
+// get is text i ("" when none was put).
+func (s *textSpool) get(i int) (string, error) {
+	sp := s.at[i]
+	if sp.n == 0 {
+		return "", nil
+	}
+	b := make([]byte, sp.n)
+	if n, err := s.f.ReadAt(b, sp.off); int64(n) != sp.n {
+		return "", fmt.Errorf("diff text spool: read %d of %d bytes: %w", n, sp.n, err)
+	}
+	return string(b), nil
+}
+
+// close lets the file go.
+func (s *textSpool) close() error {
+	err := s.f.Close()
+	if s.name != "" {
+		if rerr := os.Remove(s.name); err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
