@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,14 +60,18 @@ func scaleMain(args []string) {
 	plugin := fs.String("plugin", "bin/kubectl-ql3", "the kubectl-ql3 binary")
 	kubectl := fs.String("kubectl", "bin/controlplane/kubectl", "the kubectl binary")
 	out := fs.String("out", "bench-scale.json", "results file")
+	until := fs.String("until", "", "stop after this step (install, status, diff, upgrade, rollback, retire); the receipt audit runs only when every step did")
 	_ = fs.Parse(args)
+	if *until != "" && !slices.Contains([]string{"install", "status", "diff", "upgrade", "rollback", "retire"}, *until) {
+		die(fmt.Errorf("-until %q: not a step (install, status, diff, upgrade, rollback, retire)", *until))
+	}
 	absPaths(plugin, kubectl)
-	if err := benchScale(*n, *plugin, *kubectl, *out); err != nil {
+	if err := benchScale(*n, *plugin, *kubectl, *out, *until); err != nil {
 		die(err)
 	}
 }
 
-func benchScale(n int, plugin, kubectl, out string) error {
+func benchScale(n int, plugin, kubectl, out, until string) error {
 	cp, err := testcluster.Start(testcluster.Options{ControllerManager: true, ServiceCIDR: "10.96.0.0/16"})
 	if err != nil {
 		return err
@@ -97,6 +102,10 @@ func benchScale(n int, plugin, kubectl, out string) error {
 		}
 		if err := b.save(out); err != nil {
 			return err
+		}
+		if s.name == until {
+			fmt.Print(b.rep.markdown())
+			return nil
 		}
 	}
 	if b.rep.Audit, err = run(b.env, plugin, "receipt", "audit", b.receipts); err != nil {
@@ -287,6 +296,9 @@ func (rep *ScaleReport) markdown() string {
 	for _, st := range rep.Steps {
 		fmt.Fprintf(&s, "| %s | %.2f s | %s %.2f s | %.2f× | %.0f / %.0f MiB (%.2f×) |\n", st.Name, st.QL3.Wall, st.Peer, st.Kubectl.Wall,
 			st.Ratio, st.QL3.MaxRSSMiB, st.Kubectl.MaxRSSMiB, st.RSS)
+	}
+	if rep.Audit == nil { // stopped early (-until): no chain to audit
+		return s.String()
 	}
 	fmt.Fprintf(&s, "\nreceipt audit of the chain (install, upgrade, rollback, retire): %.2f s, %.0f MiB. Head ConfigMap as the API returns it: %d bytes at %v objects, %d after the retire\n",
 		rep.Audit.Wall, rep.Audit.MaxRSSMiB, rep.HeadBytes["install"], rep.Config["n"], rep.HeadBytes["retire"])
