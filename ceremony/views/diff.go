@@ -59,8 +59,8 @@ type ObjectChange struct {
 	// ("live/...") and dry-run result ("dry-run/..."); empty when unchanged.
 	// Of a spooled report, empty in Objects: DiffReport.Each reads it back.
 	Diff string `json:"diff,omitempty"`
-	// spooled is 1 + the index of Diff in the report's spool; 0: none.
-	spooled int
+	// spooled is where Diff stands in the report's spool; nil: in Diff.
+	spooled *span
 }
 
 // WouldRetire is an object the Head deploys and the release no longer
@@ -210,7 +210,7 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 	errs := make([]error, total)
 	var spool *textSpool
 	if req.Spool {
-		spool = newTextSpool(total)
+		spool = newTextSpool()
 	}
 	var g errgroup.Group
 	g.SetLimit(n)
@@ -227,8 +227,8 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 			}
 			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
 			if errs[i] == nil && spool != nil && out[i].Diff != "" {
-				if errs[i] = spool.put(i, out[i].Diff); errs[i] == nil {
-					out[i].Diff, out[i].spooled = "", i+1
+				if out[i].spooled, errs[i] = spool.put(out[i].Diff); errs[i] == nil {
+					out[i].Diff = ""
 				}
 			}
 			return nil

@@ -15,12 +15,12 @@ import (
 // stops at fn's first error.
 func (r *DiffReport) Each(fn func(ObjectChange) error) error {
 	for _, ch := range r.Objects {
-		if ch.spooled > 0 {
-			text, err := r.texts.get(ch.spooled - 1)
+		if ch.spooled != nil {
+			text, err := r.texts.get(ch.spooled)
 			if err != nil {
 				return err
 			}
-			ch.Diff, ch.spooled = text, 0
+			ch.Diff, ch.spooled = text, nil
 		}
 		if err := fn(ch); err != nil {
 			return err
@@ -56,7 +56,7 @@ func (r *DiffReport) Close() error {
 	err := r.texts.close()
 	r.texts = nil
 	for i := range r.Objects {
-		r.Objects[i].spooled = 0
+		r.Objects[i].spooled = nil
 	}
 	return err
 }

@@ -34,7 +34,7 @@ func reportCases() map[string]*DiffReport {
 // spooled report.
 func spooled(t *testing.T, rep *DiffReport) *DiffReport {
 	t.Helper()
-	s := newTextSpool(len(rep.Objects))
+	s := newTextSpool()
 	if s == nil {
 		t.Fatal("no temporary file for the spool")
 	}
@@ -45,10 +45,11 @@ func spooled(t *testing.T, rep *DiffReport) *DiffReport {
 		if out.Objects[i].Diff == "" {
 			continue
 		}
-		if err := s.put(i, out.Objects[i].Diff); err != nil {
+		sp, err := s.put(out.Objects[i].Diff)
+		if err != nil {
 			t.Fatal(err)
 		}
-		out.Objects[i].Diff, out.Objects[i].spooled = "", i+1
+		out.Objects[i].Diff, out.Objects[i].spooled = "", sp
 	}
 	t.Cleanup(func() { _ = out.Close() })
 	return &out
@@ -107,7 +108,7 @@ func TestDiffReportWriteJSON(t *testing.T) {
 func TestTextSpoolLeavesNoFile(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", dir)
-	s := newTextSpool(2)
+	s := newTextSpool()
 	if s == nil {
 		t.Fatal("no spool")
 	}
@@ -115,13 +116,17 @@ func TestTextSpoolLeavesNoFile(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 || s.name != "" {
 		t.Fatalf("spool left %v named in %s (name %q)", left, dir, s.name)
 	}
-	if err := s.put(1, "text one\n"); err != nil {
+	one, err := s.put("text one\n")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.get(1); err != nil || got != "text one\n" {
-		t.Fatalf("get(1) = %q, %v", got, err)
+	two, err := s.put("text two\n")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, err := s.get(0); err != nil || got != "" {
-		t.Fatalf("get(0) = %q, %v; want nothing put", got, err)
+	for sp, want := range map[*span]string{one: "text one\n", two: "text two\n"} {
+		if got, err := s.get(sp); err != nil || got != want {
+			t.Fatalf("get(%v) = %q, %v; want %q", *sp, got, err, want)
+		}
 	}
 }

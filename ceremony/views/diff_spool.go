@@ -17,47 +17,40 @@ type textSpool struct {
 	mu   sync.Mutex
 	f    *os.File
 	end  int64
-	at   []span
 	name string // set while the file still has a name to remove
 }
 
+// span is where one text stands in the spool's file.
 type span struct{ off, n int64 }
 
-// newTextSpool is a spool for n texts, or nil when no temporary file can
-// be made (the texts are then kept in memory, as for a small diff).
-func newTextSpool(n int) *textSpool {
+// newTextSpool is a spool, or nil when no temporary file can be made (the
+// texts are then kept in memory, as for a small diff).
+func newTextSpool() *textSpool {
 	f, err := os.CreateTemp("", "kubectl-ql3-diff-*")
 	if err != nil {
 		return nil
 	}
-	s := &textSpool{f: f, at: make([]span, n), name: f.Name()}
+	s := &textSpool{f: f, name: f.Name()}
 	if os.Remove(f.Name()) == nil {
 		s.name = ""
 	}
 	return s
 }
 
-// put stores text i; safe for concurrent use.
-func (s *textSpool) put(i int, text string) error {
-	if text == "" {
-		return nil
-	}
+// put stores text and says where; safe for concurrent use.
+func (s *textSpool) put(text string) (*span, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.f.WriteAt([]byte(text), s.end); err != nil {
-		return fmt.Errorf("diff text spool: %w", err)
+		return nil, fmt.Errorf("diff text spool: %w", err)
 	}
-	s.at[i] = span{s.end, int64(len(text))}
-	s.end += int64(len(text))
-	return nil
+	sp := &span{s.end, int64(len(text))}
+	s.end += sp.n
+	return sp, nil
 }
 
-// get is text i ("" when none was put).
-func (s *textSpool) get(i int) (string, error) {
-	sp := s.at[i]
-	if sp.n == 0 {
-		return "", nil
-	}
+// get is the text put at sp.
+func (s *textSpool) get(sp *span) (string, error) {
 	b := make([]byte, sp.n)
 	if n, err := s.f.ReadAt(b, sp.off); int64(n) != sp.n {
 		return "", fmt.Errorf("diff text spool: read %d of %d bytes: %w", n, sp.n, err)
