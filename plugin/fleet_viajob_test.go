@@ -49,6 +49,17 @@ func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
 		{"another image", "its spec", func(_ *corev1.ConfigMap, job *batchv1.Job) {
 			job.Spec.Template.Spec.Containers[0].Image = "registry.example/other@sha256:" + strings.Repeat("b", 64)
 		}},
+		{"suspended", "its spec.suspend", func(_ *corev1.ConfigMap, job *batchv1.Job) {
+			yes := true
+			job.Spec.Suspend = &yes
+		}},
+		{"a command of its own", "its spec.template.spec.containers", func(_ *corev1.ConfigMap, job *batchv1.Job) {
+			job.Spec.Template.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "cat /kubeconfigs/*"}
+		}},
+		{"another container", "its spec.template.spec.containers", func(_ *corev1.ConfigMap, job *batchv1.Job) {
+			c := job.Spec.Template.Spec.Containers
+			job.Spec.Template.Spec.Containers = append(c, corev1.Container{Name: "extra", Image: c[0].Image, VolumeMounts: c[0].VolumeMounts})
+		}},
 		{"other files", "the files of its ConfigMap", func(cm *corev1.ConfigMap, _ *batchv1.Job) {
 			cm.Data[key(t, cm)] += "\n# not the plan's\n"
 		}},
@@ -64,16 +75,24 @@ func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
 	}
 
 	cm, job := printedJob(t, printed)
+	reads := func() (int, error) {
+		reads, err := cp.Reads(func(e testcluster.AuditEvent) bool {
+			return e.User.Username == user && e.Verb == "get" && e.ObjectRef.Resource == "jobs" && e.ObjectRef.Namespace == mgmt && e.ObjectRef.Name == job.Name
+		})
+		return len(reads), err
+	}
+	before, err := reads() // the forged cases' reads
+	if err != nil {
+		t.Fatal(err)
+	}
 	createAs(t, attacker, cm, job)
 	var wg sync.WaitGroup
 	var stderr string
 	var code int
 	wg.Go(func() { _, stderr, code = runBounded(t, 3*time.Minute, nil, apply...) })
 	gets := func(ctx context.Context) (bool, error) {
-		reads, err := cp.Reads(func(e testcluster.AuditEvent) bool {
-			return e.User.Username == user && e.Verb == "get" && e.ObjectRef.Resource == "jobs" && e.ObjectRef.Namespace == mgmt && e.ObjectRef.Name == job.Name
-		})
-		return len(reads) >= 3, err // start's read, then wait's
+		n, err := reads()
+		return n >= before+3, err // start's read, then wait's
 	}
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, gets); err != nil {
 		t.Fatalf("the driver did not wait on the printed Job: %v", err)

@@ -129,10 +129,9 @@ func (vj ViaJob) start(ctx context.Context, o *Options, f *fleetfile.Fleet, req 
 }
 
 // adoptable checks that a running Job annotated with this plan is the Job
-// this command would create (a killed driver's): the same annotations, a
-// spec of which objs.Job's is a derivative (every field set there equal;
-// the API server's defaults aside), and its ConfigMap's files exactly
-// these. An annotation anyone with the driver's Role can write is not
+// this command would create (a killed driver's): the same annotations,
+// the very spec the API server makes of objs.Job (specDiff), and its
+// ConfigMap's files exactly these. An annotation anyone with the driver's Role can write is not
 // evidence: a Job that differs is not waited on.
 func (vj ViaJob) adoptable(ctx context.Context, old *batchv1.Job, objs *JobObjects) error {
 	what := ""
@@ -141,8 +140,14 @@ func (vj ViaJob) adoptable(ctx context.Context, old *batchv1.Job, objs *JobObjec
 			what = "its annotation " + k
 		}
 	}
-	if what == "" && !equality.Semantic.DeepDerivative(objs.Job.Spec, old.Spec) {
-		what = "its spec (image, arguments, volumes, Secret, ServiceAccount, indexes or limits)"
+	if what == "" {
+		d, err := vj.specDiff(ctx, objs.Job, old)
+		if err != nil {
+			return err
+		}
+		if d != "" {
+			what = "its " + d
+		}
 	}
 	if what == "" {
 		cm, err := vj.Client.CoreV1().ConfigMaps(old.Namespace).Get(ctx, objs.ConfigMap.Name, metav1.GetOptions{})
