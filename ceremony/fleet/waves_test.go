@@ -11,12 +11,17 @@ import (
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/access"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate/gatetest"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
 // trigger is a progress writer that runs fn once, the first time a line
@@ -102,27 +107,16 @@ func TestFleetUnavailableThenRollback(t *testing.T) {
 
 // A wave gated by approval waits, with nothing of it written, until a
 // second person approved each of its records; the proposer cannot approve
-// her own. Alice drives the fleet (her kubeconfigs), bob approves.
+// her own. Alice drives the fleet (her kubeconfigs), bob approves, each
+// holding exactly the printed roles on every cluster.
 func TestFleetApprovalGate(t *testing.T) {
 	b := newBed(t, 1, []string{"one", "two", "two"})
-	for c, cp := range cps {
-		gatetest.Install(t, cp.Clientset(), b.targets[c].ns)
-		for _, u := range []string{"alice", "bob"} {
-			kc, err := cp.Kubeconfig(u, "system:masters")
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := os.ReadFile(kc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(b.dir, "kubeconfigs", fmt.Sprintf("c%d.yaml", c)+map[string]string{"alice": "", "bob": ".bob"}[u]), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	for _, g := range b.targets {
 		b.release(t, g, "v3.0.0", "")
+	}
+	for _, g := range b.targets { // one target per cluster
+		gatetest.Install(t, cps[g.cluster].Clientset(), g.ns)
+		b.printedRoles(t, g, "alice", "bob")
 	}
 	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n- name: two\n  selector: {matchLabels: {ring: two}}\n  gate: approval\n  maxParallel: 2\n")
 	var progress bytes.Buffer
@@ -169,6 +163,50 @@ func TestFleetApprovalGate(t *testing.T) {
 		}
 	}
 	status(t, ctx, o, f, p)
+}
+
+// printedRoles grants, on g's cluster and in its namespace, exactly the
+// roles docs/guide-two-person-rule.md prints: the deployer's (`rbac
+// DIR`), executor-approval's and the proposer's to deployer, the
+// approver's to approver; and writes their kubeconfigs where the fleet
+// file names g's (the deployer's: the driver's) and beside it (".bob").
+func (b *bed) printedRoles(t *testing.T, g tgt, deployer, approver string) {
+	t.Helper()
+	cp := cps[g.cluster]
+	rel, err := inventory.Render(filesys.MakeFsOnDisk(), filepath.Join(b.dir, "releases", g.name), inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants := map[string][]any{}
+	if grants[deployer], err = deploy.RBAC(rel.Objects, g.ns, cl.Mapper(), deploy.RBACSubject{User: deployer}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ role, user string }{{approval.RoleExecutor, deployer}, {approval.RoleProposer, deployer}, {approval.RoleApprover, approver}} {
+		objs, err := approval.RBAC(r.role, g.ns, access.Subject{User: r.user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grants[r.user] = append(grants[r.user], objs...)
+	}
+	for user, suffix := range map[string]string{deployer: "", approver: ".bob"} {
+		cp.GrantAll(t, grants[user])
+		cp.WaitGranted(t, user, grants[user])
+		kc, err := cp.Kubeconfig(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(b.dir, "kubeconfigs", fmt.Sprintf("c%d.yaml%s", g.cluster, suffix)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func clients(t *testing.T, kubeconfig string) approval.Clients {
