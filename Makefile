@@ -37,8 +37,12 @@ BENCH_SCALE_N ?= 10000
 
 all: build
 
-build: ## build the plugin into bin/kubectl-ql3
-	go build -trimpath -ldflags "$(LDFLAGS)" -o $(PLUGIN) ./cmd/kubectl-ql3
+# The plugin is built as it is released (.goreleaser.yaml): no cgo, no
+# symbol table or DWARF. A cgo build links the plugin package (through
+# kustomize), which exports every symbol: 105 MB, not 58, and ~20 MiB more
+# resident on every run, which the benchmarks would count.
+build: ## build the plugin into bin/kubectl-ql3, as the release builds it
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(PLUGIN) ./cmd/kubectl-ql3
 
 controlplane: ## build etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet and kube-scheduler for tests
 	hack/controlplane.sh $(CP_DIR)
