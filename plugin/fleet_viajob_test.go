@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -23,11 +24,14 @@ import (
 // is the Job the command would create (a killed driver's). Written as the
 // attacker: whoever holds exactly the printed driver Role can create, in
 // the management namespace, a Job named and annotated as the wave's with
-// another image, or the wave's Job beside a ConfigMap of other files. The
-// driver refuses each at once (exit 3, naming what differs) instead of
-// waiting on it (before the fix it waited, here forever: nothing runs the
-// pods). The Job as printed by `fleet job` is waited on: the driver reads
-// it until it is deleted.
+// another image, suspended, with a command of its own or another container
+// (fields the command's Job leaves unset), the wave's Job beside a
+// ConfigMap of other files, or the wave's Job with its spec patched and
+// patched back (what ran meanwhile was not the plan's). The driver refuses
+// each at once (exit 3, naming what differs) instead of waiting on it
+// (before the fix it waited, here forever: nothing runs the pods). The Job
+// as printed by `fleet job` is waited on: the driver reads it until it is
+// deleted.
 func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
 	_, file := cliFleet(t)
 	mustRunOK(t, "fleet", "lock", file, "--version", "3.0.0")
@@ -63,10 +67,20 @@ func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
 		{"other files", "the files of its ConfigMap", func(cm *corev1.ConfigMap, _ *batchv1.Job) {
 			cm.Data[key(t, cm)] += "\n# not the plan's\n"
 		}},
+		{"suspended and put back", "its spec was changed after it was created (generation 3", nil},
 	} {
 		cm, job := printedJob(t, printed)
-		c.forge(cm, job)
+		if c.forge != nil {
+			c.forge(cm, job)
+		}
 		createAs(t, attacker, cm, job)
+		if c.forge == nil { // the printed Job, its spec patched and patched back: equal, but not as made
+			for _, v := range []string{"true", "false"} {
+				if _, err := attacker.BatchV1().Jobs(mgmt).Patch(context.Background(), job.Name, types.MergePatchType, []byte(`{"spec":{"suspend":`+v+`}}`), metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		_, stderr, code := runBounded(t, 90*time.Second, nil, apply...)
 		if code != 3 || !strings.Contains(stderr, "differs from the Job this command would create") || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "waiting on it") {
 			t.Fatalf("%s: exit %d, want 3 naming %q, without waiting\n%s", c.name, code, c.want, stderr)

@@ -129,12 +129,16 @@ func (vj ViaJob) start(ctx context.Context, o *Options, f *fleetfile.Fleet, req 
 }
 
 // adoptable checks that a running Job annotated with this plan is the Job
-// this command would create (a killed driver's): the same annotations,
+// this command would create (a killed driver's): never changed since it
+// was created (generation 1), the same annotations,
 // the very spec the API server makes of objs.Job (specDiff), and its
 // ConfigMap's files exactly these. An annotation anyone with the driver's Role can write is not
 // evidence: a Job that differs is not waited on.
 func (vj ViaJob) adoptable(ctx context.Context, old *batchv1.Job, objs *JobObjects) error {
 	what := ""
+	if old.Generation != 1 {
+		what = fmt.Sprintf("its spec was changed after it was created (generation %d; the driver never changes a Job's spec)", old.Generation)
+	}
 	for _, k := range []string{AnnotationPlan, AnnotationWave, AnnotationWaveD} {
 		if old.Annotations[k] != objs.Job.Annotations[k] && what == "" {
 			what = "its annotation " + k
@@ -210,6 +214,9 @@ func (vj ViaJob) wait(ctx context.Context, o *Options, job *batchv1.Job) (*batch
 		if j.UID != job.UID {
 			return false, fail.Errorf(fail.Conflict, "Job %s/%s was replaced by another while this driver waited on it", job.Namespace, job.Name)
 		}
+		if j.Generation != job.Generation {
+			return false, fail.Errorf(fail.Conflict, "the spec of Job %s/%s was changed (generation %d, then %d) while this driver waited on it: the driver never changes it; find out who did", job.Namespace, job.Name, job.Generation, j.Generation)
+		}
 		job = j
 		now := fmt.Sprintf("%d active, %d succeeded, %d failed; completed indexes %q, failed indexes %q", j.Status.Active, j.Status.Succeeded, j.Status.Failed, j.Status.CompletedIndexes, deref(j.Status.FailedIndexes))
 		if now != last {
@@ -273,6 +280,9 @@ func (vj ViaJob) lastExits(ctx context.Context, job *batchv1.Job) map[int]int32 
 	}
 	latest := map[int]time.Time{}
 	for _, p := range pods.Items {
+		if !metav1.IsControlledBy(&p, job) {
+			continue // a label anyone can write: only the Job's own pods count
+		}
 		i, err := strconv.Atoi(p.Annotations[batchv1.JobCompletionIndexAnnotation])
 		if err != nil {
 			continue
