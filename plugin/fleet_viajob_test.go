@@ -48,37 +48,36 @@ func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
 	apply := []string{"fleet", "apply", file, "--via-job", "-n", mgmt, "--image", image, "--job-kubeconfig", driver, "--progress", "always"}
 	for _, c := range []struct {
 		name, want string
-		forge      func(cm *corev1.ConfigMap, job *batchv1.Job)
+		forge      func(cm *corev1.ConfigMap, job *batchv1.Job) // before it is created
+		patches    []string                                     // merge patches of the Job once created
 	}{
 		{"another image", "its spec", func(_ *corev1.ConfigMap, job *batchv1.Job) {
 			job.Spec.Template.Spec.Containers[0].Image = "registry.example/other@sha256:" + strings.Repeat("b", 64)
-		}},
+		}, nil},
 		{"suspended", "its spec.suspend", func(_ *corev1.ConfigMap, job *batchv1.Job) {
 			yes := true
 			job.Spec.Suspend = &yes
-		}},
+		}, nil},
 		{"a command of its own", "its spec.template.spec.containers", func(_ *corev1.ConfigMap, job *batchv1.Job) {
 			job.Spec.Template.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "cat /kubeconfigs/*"}
-		}},
+		}, nil},
 		{"another container", "its spec.template.spec.containers", func(_ *corev1.ConfigMap, job *batchv1.Job) {
 			c := job.Spec.Template.Spec.Containers
 			job.Spec.Template.Spec.Containers = append(c, corev1.Container{Name: "extra", Image: c[0].Image, VolumeMounts: c[0].VolumeMounts})
-		}},
+		}, nil},
 		{"other files", "the files of its ConfigMap", func(cm *corev1.ConfigMap, _ *batchv1.Job) {
 			cm.Data[key(t, cm)] += "\n# not the plan's\n"
-		}},
-		{"suspended and put back", "its spec was changed after it was created (generation 3", nil},
+		}, nil},
+		{"suspended and put back", "its spec was changed after it was created (generation 3", nil, []string{`{"spec":{"suspend":true}}`, `{"spec":{"suspend":false}}`}},
 	} {
 		cm, job := printedJob(t, printed)
 		if c.forge != nil {
 			c.forge(cm, job)
 		}
 		createAs(t, attacker, cm, job)
-		if c.forge == nil { // the printed Job, its spec patched and patched back: equal, but not as made
-			for _, v := range []string{"true", "false"} {
-				if _, err := attacker.BatchV1().Jobs(mgmt).Patch(context.Background(), job.Name, types.MergePatchType, []byte(`{"spec":{"suspend":`+v+`}}`), metav1.PatchOptions{}); err != nil {
-					t.Fatal(err)
-				}
+		for _, p := range c.patches {
+			if _, err := attacker.BatchV1().Jobs(mgmt).Patch(context.Background(), job.Name, types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
 			}
 		}
 		_, stderr, code := runBounded(t, 90*time.Second, nil, apply...)

@@ -130,9 +130,9 @@ func (vj ViaJob) start(ctx context.Context, o *Options, f *fleetfile.Fleet, req 
 
 // adoptable checks that a running Job annotated with this plan is the Job
 // this command would create (a killed driver's): never changed since it
-// was created (generation 1), the same annotations,
-// the very spec the API server makes of objs.Job (specDiff), and its
-// ConfigMap's files exactly these. An annotation anyone with the driver's Role can write is not
+// was created (generation 1), the same annotations, the very spec the API
+// server makes of objs.Job (specDiff), and its ConfigMap's files exactly
+// these. An annotation anyone with the driver's Role can write is not
 // evidence: a Job that differs is not waited on.
 func (vj ViaJob) adoptable(ctx context.Context, old *batchv1.Job, objs *JobObjects) error {
 	what := ""

@@ -12,9 +12,11 @@ import (
 
 // specDiff names the first field of running's spec that differs from the
 // spec the management cluster's API server makes of want — a dry-run
-// create of want under a generated name, so defaults, admission and this
-// server's version all apply as they did to a Job this command created —
-// or "" when the two are equal but for the labels naming each Job itself.
+// create of want under a generated name, so this server's defaults,
+// version and admission apply; where they treat the dry-run otherwise
+// than a real create (admission by name or by dryRun), the two differ and
+// running is refused: the check fails closed — or "" when the two are
+// equal but for the labels naming each Job itself.
 // Every field counts, those want leaves unset too: a Job suspended, with
 // a command of its own or another container is not the Job of this plan.
 func (vj ViaJob) specDiff(ctx context.Context, want, running *batchv1.Job) (string, error) {
