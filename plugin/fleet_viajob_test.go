@@ -170,3 +170,104 @@ func deleteJob(t *testing.T, cm *corev1.ConfigMap, job *batchv1.Job) {
 		t.Fatal(err)
 	}
 }
+
+// The class of a failed index is its own pod's exit code, never a pod of
+// someone else's Job that merely carries the Job's labels. Written as the
+// attacker: with exactly the printed driver Role, while the driver waits
+// on its wave's Job, a second Job (manualSelector) whose pods carry the
+// first Job's controller-uid label and completion index, its pod exiting
+// 4 ("unavailable: retry") after the wave's own pod exited 3 (conflict).
+// There is no node here: the test writes both pods' terminated status as
+// their kubelet would (the attacker cannot: pods/status is not in the
+// Role). The driver reports index 0 as exit 3, its own pod's (before the
+// fix it read the attacker's later pod: exit 4).
+func TestCLIFleetViaJobJudgesOnlyItsOwnPods(t *testing.T) {
+	_, file := cliFleet(t)
+	mustRunOK(t, "fleet", "lock", file, "--version", "3.0.0")
+	mustRunOK(t, "fleet", "preflight", file)
+	mgmt, user := cp.Namespace(t), "fleet-driver-judge"
+	cp.KubectlApply(t, mustRunOK(t, "fleet", "job", "--rbac", "-n", mgmt, "--bind-user", user))
+	driver, err := cp.Kubeconfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacker := kubernetes.NewForConfigOrDie(cp.User(t, user))
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ql3-fleet-first-kubeconfigs"}, Data: map[string][]byte{"t0": []byte("unused: no pod runs here")}}
+	if _, err := cp.Clientset().CoreV1().Secrets(mgmt).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	image := "registry.example/kubectl-ql3:v0.1.0@sha256:" + strings.Repeat("a", 64)
+	var wg sync.WaitGroup
+	var stderr string
+	var code int
+	wg.Go(func() {
+		_, stderr, code = runBounded(t, 3*time.Minute, nil, "fleet", "apply", file, "--via-job", "-n", mgmt, "--image", image, "--job-kubeconfig", driver, "--progress", "always")
+	})
+	job := awaitJob(t, mgmt, "ql3-fleet-first")
+	own := awaitPod(t, mgmt, "batch.kubernetes.io/controller-uid="+string(job.UID)+",batch.kubernetes.io/job-name="+job.Name)
+
+	yes, one := true, int32(1)
+	indexed := batchv1.IndexedCompletion
+	labels := map[string]string{"batch.kubernetes.io/controller-uid": string(job.UID), "forged": "yes"}
+	forged := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "zz-forged", Namespace: mgmt},
+		Spec: batchv1.JobSpec{ManualSelector: &yes, Selector: &metav1.LabelSelector{MatchLabels: labels}, Completions: &one, CompletionMode: &indexed, BackoffLimit: new(int32),
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "apply", Image: image}}}}}}
+	if _, err := attacker.BatchV1().Jobs(mgmt).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the printed Role creates a Job with manualSelector: %v", err)
+	}
+	theirs := awaitPod(t, mgmt, "forged=yes")
+	kubeletExit(t, theirs, 4, time.Now().Add(time.Minute))
+	kubeletExit(t, own, 3, time.Now())
+	wg.Wait()
+	if code != 3 || !strings.Contains(stderr, "index 0 failed in Job "+mgmt+"/ql3-fleet-first (its last pod exited 3;") {
+		t.Fatalf("fleet apply --via-job: exit %d, want 3 from its own pod's exit 3\n%s", code, stderr)
+	}
+}
+
+// awaitJob waits until Job ns/name exists.
+func awaitJob(t *testing.T, ns, name string) *batchv1.Job {
+	t.Helper()
+	var job *batchv1.Job
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		j, err := cp.Clientset().BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		job = j
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("Job %s/%s: %v", ns, name, err)
+	}
+	return job
+}
+
+// awaitPod waits until exactly one pod in ns matches selector.
+func awaitPod(t *testing.T, ns, selector string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cp.Clientset().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil || len(pods.Items) != 1 {
+			return false, nil
+		}
+		pod = &pods.Items[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("one pod %s in %s: %v", selector, ns, err)
+	}
+	return pod
+}
+
+// kubeletExit writes what a kubelet writes when pod's only container
+// exits with code at finished (there is no node here).
+func kubeletExit(t *testing.T, pod *corev1.Pod, code int32, finished time.Time) {
+	t.Helper()
+	at := metav1.NewTime(finished)
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", StartedAt: at, FinishedAt: at}}}}
+	if _, err := cp.Clientset().CoreV1().Pods(pod.Namespace).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("pod %s's status: %v", pod.Name, err)
+	}
+}
