@@ -66,6 +66,7 @@ func TestMissingPermissionFailsClosed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // its own namespace, user and roles: most of each case is waiting on the API server
 			ns := targetNamespace(t)
 			dir := release(t, "v3.0.0", ns, "")
 			admin := options(t, cluster(t, cp.RESTConfig()), t.TempDir())
