@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/fleet"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 )
 
@@ -33,19 +34,9 @@ import (
 // as printed by `fleet job` is waited on: the driver reads it until it is
 // deleted.
 func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
-	_, file := cliFleet(t)
-	mustRunOK(t, "fleet", "lock", file, "--version", "3.0.0")
-	mustRunOK(t, "fleet", "preflight", file)
-	mgmt, user := cp.Namespace(t), "fleet-driver-adopt"
-	cp.KubectlApply(t, mustRunOK(t, "fleet", "job", "--rbac", "-n", mgmt, "--bind-user", user))
-	driver, err := cp.Kubeconfig(user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	attacker := kubernetes.NewForConfigOrDie(cp.User(t, user)) // the printed Role, nothing more
-	image := "registry.example/kubectl-ql3:v0.1.0@sha256:" + strings.Repeat("a", 64)
+	user := "fleet-driver-adopt"
+	file, mgmt, image, apply, attacker := viaJobFleet(t, user)
 	printed := mustRunOK(t, "fleet", "job", file, "--wave", "first", "-n", mgmt, "--image", image)
-	apply := []string{"fleet", "apply", file, "--via-job", "-n", mgmt, "--image", image, "--job-kubeconfig", driver, "--progress", "always"}
 	for _, c := range []struct {
 		name, want string
 		forge      func(cm *corev1.ConfigMap, job *batchv1.Job) // before it is created
@@ -182,42 +173,34 @@ func deleteJob(t *testing.T, cm *corev1.ConfigMap, job *batchv1.Job) {
 // Role). The driver reports index 0 as exit 3, its own pod's (before the
 // fix it read the attacker's later pod: exit 4).
 func TestCLIFleetViaJobJudgesOnlyItsOwnPods(t *testing.T) {
-	_, file := cliFleet(t)
-	mustRunOK(t, "fleet", "lock", file, "--version", "3.0.0")
-	mustRunOK(t, "fleet", "preflight", file)
-	mgmt, user := cp.Namespace(t), "fleet-driver-judge"
-	cp.KubectlApply(t, mustRunOK(t, "fleet", "job", "--rbac", "-n", mgmt, "--bind-user", user))
-	driver, err := cp.Kubeconfig(user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	attacker := kubernetes.NewForConfigOrDie(cp.User(t, user))
+	_, mgmt, image, apply, attacker := viaJobFleet(t, "fleet-driver-judge")
 	ctx := context.Background()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ql3-fleet-first-kubeconfigs"}, Data: map[string][]byte{"t0": []byte("unused: no pod runs here")}}
 	if _, err := cp.Clientset().CoreV1().Secrets(mgmt).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	image := "registry.example/kubectl-ql3:v0.1.0@sha256:" + strings.Repeat("a", 64)
 	var wg sync.WaitGroup
 	var stderr string
 	var code int
-	wg.Go(func() {
-		_, stderr, code = runBounded(t, 3*time.Minute, nil, "fleet", "apply", file, "--via-job", "-n", mgmt, "--image", image, "--job-kubeconfig", driver, "--progress", "always")
-	})
-	job := awaitJob(t, mgmt, "ql3-fleet-first")
-	own := awaitPod(t, mgmt, "batch.kubernetes.io/controller-uid="+string(job.UID)+",batch.kubernetes.io/job-name="+job.Name)
+	wg.Go(func() { _, stderr, code = runBounded(t, 3*time.Minute, nil, apply...) })
+	own := onePod(t, mgmt, "batch.kubernetes.io/job-name=ql3-fleet-first") // only the driver's Job exists yet
+	ref := metav1.GetControllerOf(own)
+	if ref == nil {
+		t.Fatalf("pod %s has no controller", own.Name)
+	}
+	uid := string(ref.UID)
 
 	yes, one := true, int32(1)
 	indexed := batchv1.IndexedCompletion
-	labels := map[string]string{"batch.kubernetes.io/controller-uid": string(job.UID), "forged": "yes"}
+	labels := map[string]string{"batch.kubernetes.io/controller-uid": uid, "forged": "yes"}
 	forged := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "zz-forged", Namespace: mgmt},
 		Spec: batchv1.JobSpec{ManualSelector: &yes, Selector: &metav1.LabelSelector{MatchLabels: labels}, Completions: &one, CompletionMode: &indexed, BackoffLimit: new(int32),
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{Name: "apply", Image: image}}}}}}
+				Containers: []corev1.Container{{Name: fleet.JobContainer, Image: image}}}}}}
 	if _, err := attacker.BatchV1().Jobs(mgmt).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("the printed Role creates a Job with manualSelector: %v", err)
 	}
-	theirs := awaitPod(t, mgmt, "forged=yes")
+	theirs := onePod(t, mgmt, "forged=yes")
 	kubeletExit(t, theirs, 4, time.Now().Add(time.Minute))
 	kubeletExit(t, own, 3, time.Now())
 	wg.Wait()
@@ -226,37 +209,30 @@ func TestCLIFleetViaJobJudgesOnlyItsOwnPods(t *testing.T) {
 	}
 }
 
-// awaitJob waits until Job ns/name exists.
-func awaitJob(t *testing.T, ns, name string) *batchv1.Job {
+// onePod waits until exactly one pod in ns matches selector.
+func onePod(t *testing.T, ns, selector string) *corev1.Pod {
 	t.Helper()
-	var job *batchv1.Job
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		j, err := cp.Clientset().BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-		job = j
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("Job %s/%s: %v", ns, name, err)
-	}
-	return job
+	return &cp.WaitPods(t, ns, selector, 2*time.Minute, func(p []corev1.Pod) bool { return len(p) == 1 })[0]
 }
 
-// awaitPod waits until exactly one pod in ns matches selector.
-func awaitPod(t *testing.T, ns, selector string) *corev1.Pod {
+// viaJobFleet is cliFleet's fleet locked and preflighted, a management
+// namespace with the printed driver Role bound to user, an image
+// reference, the `fleet apply --via-job` command line of the driver (as
+// user) and a client holding that Role and nothing more: the attacker.
+func viaJobFleet(t *testing.T, user string) (file, mgmt, image string, apply []string, attacker kubernetes.Interface) {
 	t.Helper()
-	var pod *corev1.Pod
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := cp.Clientset().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil || len(pods.Items) != 1 {
-			return false, nil
-		}
-		pod = &pods.Items[0]
-		return true, nil
-	})
+	_, file = cliFleet(t)
+	mustRunOK(t, "fleet", "lock", file, "--version", "3.0.0")
+	mustRunOK(t, "fleet", "preflight", file)
+	mgmt = cp.Namespace(t)
+	cp.KubectlApply(t, mustRunOK(t, "fleet", "job", "--rbac", "-n", mgmt, "--bind-user", user))
+	driver, err := cp.Kubeconfig(user)
 	if err != nil {
-		t.Fatalf("one pod %s in %s: %v", selector, ns, err)
+		t.Fatal(err)
 	}
-	return pod
+	image = "registry.example/kubectl-ql3:v0.1.0@sha256:" + strings.Repeat("a", 64)
+	apply = []string{"fleet", "apply", file, "--via-job", "-n", mgmt, "--image", image, "--job-kubeconfig", driver, "--progress", "always"}
+	return file, mgmt, image, apply, kubernetes.NewForConfigOrDie(cp.User(t, user))
 }
 
 // kubeletExit writes what a kubelet writes when pod's only container
