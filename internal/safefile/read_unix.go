@@ -29,6 +29,31 @@ func identityOf(st *syscall.Stat_t) identity {
 }
 
 func readFile(path string, limit int64, perm Perm) ([]byte, error) {
+	f, err := openFile(path, limit, perm)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fail.Wrap(fail.Unavailable, err)
+	}
+	if int64(len(data)) > limit || uint64(len(data)) != f.id.size {
+		return nil, changed(path)
+	}
+	if afterRead != nil {
+		afterRead(path)
+	}
+	if err := f.Unchanged(); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// openFile opens path as Read reads it: absolute, a regular file under
+// perm and limit, not a symbolic link, its identity the same at the lstat
+// before the open and the fstat after.
+func openFile(path string, limit int64, perm Perm) (*File, error) {
 	if !filepath.IsAbs(path) {
 		return nil, invalidf("%s: the path must be absolute", path)
 	}
@@ -46,40 +71,37 @@ func readFile(path string, limit int64, perm Perm) ([]byte, error) {
 		}
 		return nil, fail.Wrap(fail.Invalid, &os.PathError{Op: "open", Path: path, Err: err})
 	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
+	f := &File{File: os.NewFile(uintptr(fd), path), id: identityOf(&before)}
 	var opened syscall.Stat_t
 	if err := syscall.Fstat(fd, &opened); err != nil {
+		f.Close()
 		return nil, fail.Wrap(fail.Unavailable, &os.PathError{Op: "fstat", Path: path, Err: err})
 	}
 	if err := checkStat(path, &opened, limit, perm); err != nil {
+		f.Close()
 		return nil, err
 	}
-	id := identityOf(&before)
-	if identityOf(&opened) != id {
+	if identityOf(&opened) != f.id {
+		f.Close()
 		return nil, changed(path)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fail.Wrap(fail.Unavailable, err)
-	}
-	if int64(len(data)) > limit || uint64(len(data)) != id.size {
-		return nil, changed(path)
-	}
-	if afterRead != nil {
-		afterRead(path)
-	}
+	return f, nil
+}
+
+// unchanged is nil when the open file and the path still have the
+// identity they had when opened.
+func (f *File) unchanged() error {
 	var after, again syscall.Stat_t
-	if err := syscall.Fstat(fd, &after); err != nil {
-		return nil, fail.Wrap(fail.Unavailable, &os.PathError{Op: "fstat", Path: path, Err: err})
+	if err := syscall.Fstat(int(f.Fd()), &after); err != nil {
+		return fail.Wrap(fail.Unavailable, &os.PathError{Op: "fstat", Path: f.Name(), Err: err})
 	}
-	if err := syscall.Lstat(path, &again); err != nil {
-		return nil, changed(path)
+	if err := syscall.Lstat(f.Name(), &again); err != nil {
+		return changed(f.Name())
 	}
-	if identityOf(&after) != id || identityOf(&again) != id {
-		return nil, changed(path)
+	if identityOf(&after) != f.id || identityOf(&again) != f.id {
+		return changed(f.Name())
 	}
-	return data, nil
+	return nil
 }
 
 // checkStat applies the type, permission and size rules to one stat.

@@ -13,7 +13,11 @@
 // rather than skip them.
 package safefile
 
-import "github.com/qinglong/kubectl-ql3/internal/fail"
+import (
+	"os"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+)
 
 // Perm is a rule on a file's permission bits: no bit of Deny may be set.
 type Perm struct {
@@ -39,6 +43,34 @@ func Read(path string, limit int64, perm Perm) ([]byte, error) {
 	}
 	return readFile(path, limit, perm)
 }
+
+// File is a file opened as Read opens it, for a reader that reads it in
+// parts (a large file not held in memory at once). Whoever reads it
+// calls Unchanged once the parts it checks are read, as Read checks the
+// identity after its read; parts read again later must be checked again
+// by their reader (a digest kept from the first read).
+type File struct {
+	*os.File
+	id identity
+}
+
+// Open opens path as Read reads it: the same path, type, permission, size
+// and identity checks, the file left open for the caller to read and
+// close.
+func Open(path string, limit int64, perm Perm) (*File, error) {
+	if limit <= 0 {
+		return nil, fail.Errorf(fail.Invalid, "%s: size cap %d: want a positive number of bytes", path, limit)
+	}
+	return openFile(path, limit, perm)
+}
+
+// Unchanged is nil when the open file and its path still have the identity
+// (device, inode, size, mode, modification and change time) they had when
+// opened, and fail.Unavailable naming the path when not.
+func (f *File) Unchanged() error { return f.unchanged() }
+
+// Size is the file's size when it was opened.
+func (f *File) Size() int64 { return int64(f.id.size) }
 
 func invalidf(format string, args ...any) error {
 	return fail.Errorf(fail.Invalid, format, args...)
