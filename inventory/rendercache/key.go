@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -105,9 +106,19 @@ func createKey(path string) error {
 // MAC is an entry's mac: MACPrefix + hex(HMAC-SHA256(key, macDomain +
 // 0x00 + entry)), entry being the entry's bytes exactly as stored.
 func MAC(key, entry []byte) string {
+	m := newMAC(key)
+	m.Write(entry)
+	return macOf(m)
+}
+
+// newMAC is the HMAC of MAC with the domain written: write the entry's
+// bytes, then macOf.
+func newMAC(key []byte) hash.Hash {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(macDomain))
 	m.Write([]byte{0})
-	m.Write(entry)
-	return MACPrefix + hex.EncodeToString(m.Sum(nil))
+	return m
 }
+
+// macOf is the mac of what m (newMAC) was written.
+func macOf(m hash.Hash) string { return MACPrefix + hex.EncodeToString(m.Sum(nil)) }

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -117,7 +118,27 @@ type Entry struct {
 // object at a time: at 10,000 objects the decoder never buffers the 8 MB
 // array, nor is any object held twice.
 func ParseEntry(data []byte) (*Entry, error) {
-	e, err := parseEntry(data)
+	var objs []json.RawMessage
+	e, err := parseEntry(bytes.NewReader(data), func(raw json.RawMessage, end int64) error {
+		if start := end - int64(len(raw)); start >= 0 && bytes.Equal(data[start:end], raw) {
+			raw = data[start:end:end]
+		}
+		objs = append(objs, raw)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.Objects = objs
+	return e, nil
+}
+
+// parseEntry reads an entry from r one member, and one object, at a time,
+// handing each object to obj with the offset in r just past it, and checks
+// it as ParseEntry documents; the entry returned has no Objects (obj
+// keeps them). Errors are fail.Invalid.
+func parseEntry(r io.Reader, obj func(raw json.RawMessage, end int64) error) (*Entry, error) {
+	e, n, err := readEntry(r, obj)
 	if err != nil {
 		return nil, fail.Errorf(fail.Invalid, "render cache entry: %w", err)
 	}
@@ -126,79 +147,92 @@ func ParseEntry(data []byte) (*Entry, error) {
 		return nil, fail.Errorf(fail.Invalid, "render cache entry: schema %q is not %q", e.Schema, Schema)
 	case !canon.IsDigest(e.Key), !canon.IsDigest(e.SourceDigest), !canon.IsDigest(e.RenderDigest), !canon.IsDigest(e.InventoryDigest):
 		return nil, fail.Errorf(fail.Invalid, "render cache entry: key, sourceDigest, renderDigest and inventoryDigest must be digests")
-	case len(e.Objects) == 0:
+	case n == 0:
 		return nil, fail.Errorf(fail.Invalid, "render cache entry: objects: required")
-	}
-	for i, o := range e.Objects {
-		if t := bytes.TrimSpace(o); len(t) == 0 || t[0] != '{' {
-			return nil, fail.Errorf(fail.Invalid, "render cache entry: objects[%d]: want a JSON object", i)
-		}
 	}
 	return e, nil
 }
 
-// parseEntry reads the entry's members one token at a time.
-func parseEntry(data []byte) (*Entry, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
+// readEntry reads the entry's members one token at a time; n is the
+// number of objects handed to obj.
+func readEntry(r io.Reader, obj func(raw json.RawMessage, end int64) error) (e *Entry, n int, err error) {
+	dec := json.NewDecoder(r)
 	if err := delim(dec, '{'); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	e := &Entry{}
+	e = &Entry{}
 	fields := map[string]*string{"schema": &e.Schema, "key": &e.Key, "sourceDigest": &e.SourceDigest, "renderDigest": &e.RenderDigest, "inventoryDigest": &e.InventoryDigest}
 	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		name, _ := t.(string)
 		if seen[name] {
-			return nil, fmt.Errorf("member %q twice", name)
+			return nil, 0, fmt.Errorf("member %q twice", name)
 		}
 		seen[name] = true
 		if f, ok := fields[name]; ok {
 			err = dec.Decode(f)
 		} else if name == "objects" {
-			e.Objects, err = objectsOf(dec, data)
+			n, err = objectsOf(dec, obj)
 		} else {
 			err = fmt.Errorf("json: unknown field %q", name)
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if err := delim(dec, '}'); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
-		return nil, errors.New("data after the entry")
+	if err := onlySpace(io.MultiReader(dec.Buffered(), r)); err != nil {
+		return nil, 0, err
 	}
-	return e, nil
+	return e, n, nil
 }
 
-// objectsOf reads the objects array (or null) one element at a time, each
-// the slice of data it was read from.
-func objectsOf(dec *json.Decoder, data []byte) ([]json.RawMessage, error) {
+// onlySpace reads r to its end: nil when it held only JSON whitespace.
+func onlySpace(r io.Reader) error {
+	buf := make([]byte, 4096)
+	for {
+		k, err := r.Read(buf)
+		if len(bytes.TrimLeft(buf[:k], " \t\r\n")) > 0 {
+			return errors.New("data after the entry")
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// objectsOf reads the objects array (or null) one element at a time,
+// each a JSON object handed to obj; n is how many.
+func objectsOf(dec *json.Decoder, obj func(raw json.RawMessage, end int64) error) (n int, err error) {
 	t, err := dec.Token()
 	if err != nil || t == nil {
-		return nil, err
+		return 0, err
 	}
 	if t != json.Delim('[') {
-		return nil, errors.New("objects: want an array")
+		return 0, errors.New("objects: want an array")
 	}
-	out := []json.RawMessage{}
-	for dec.More() {
+	for ; dec.More(); n++ {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("objects[%d]: %w", len(out), err)
+			return n, fmt.Errorf("objects[%d]: %w", n, err)
 		}
-		end := int(dec.InputOffset())
-		if start := end - len(raw); start >= 0 && bytes.Equal(data[start:end], raw) {
-			raw = data[start:end:end]
+		if len(raw) == 0 || raw[0] != '{' {
+			return n, fmt.Errorf("objects[%d]: want a JSON object", n)
 		}
-		out = append(out, raw)
+		if err := obj(raw, dec.InputOffset()); err != nil {
+			return n, fmt.Errorf("objects[%d]: %w", n, err)
+		}
 	}
-	return out, delim(dec, ']')
+	return n, delim(dec, ']')
 }
 
 // delim reads the delimiter d.
@@ -246,15 +280,9 @@ func (c *Cache) Get(key string) (*Entry, error) {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
 	}
-	entry, mac, ok := framed(data)
-	if !ok {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		var f file
-		if err := dec.Decode(&f); err != nil || dec.More() {
-			return nil, fmt.Errorf("%w: entry not written with this installation's key", ErrMiss)
-		}
-		entry, mac = f.Entry, []byte(f.MAC)
+	entry, mac, err := unframed(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
 	}
 	if !hmac.Equal(mac, []byte(MAC(c.MACKey, entry))) {
 		return nil, fmt.Errorf("%w: entry not written with this installation's key", ErrMiss)
@@ -269,6 +297,25 @@ func (c *Cache) Get(key string) (*Entry, error) {
 	return e, nil
 }
 
+// unframed splits an entry file into its entry member's bytes and its
+// mac: framed when Put wrote it, else decoded in full.
+func unframed(data []byte) (entry, mac []byte, err error) {
+	if entry, mac, ok := framed(data); ok {
+		return entry, mac, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f file
+	if err := dec.Decode(&f); err != nil || dec.More() {
+		return nil, nil, errors.New("entry not written with this installation's key")
+	}
+	return f.Entry, []byte(f.MAC), nil
+}
+
+// framedTail is the length of the end of a framed file after its entry
+// member: ,"mac":"M"}.
+const framedTail = len(`,"mac":"`+MACPrefix+`"}`) + 64
+
 // framedMAC is the end of an entry file as Put writes it.
 var framedMAC = regexp.MustCompile(`^,"mac":"(` + MACPrefix + `[0-9a-f]{64})"}$`)
 
@@ -280,7 +327,7 @@ var framedMAC = regexp.MustCompile(`^,"mac":"(` + MACPrefix + `[0-9a-f]{64})"}$`
 // member of a valid file have no valid MAC and fail ParseEntry besides.
 func framed(data []byte) (entry, mac []byte, ok bool) {
 	const prefix = `{"entry":`
-	tail := len(`,"mac":"`+MACPrefix+`"}`) + 64
+	tail := framedTail
 	data = bytes.TrimRight(data, " \t\r\n")
 	if !bytes.HasPrefix(data, []byte(prefix)) || len(data) < len(prefix)+tail {
 		return nil, nil, false
