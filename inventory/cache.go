@@ -163,22 +163,55 @@ func fromCache(fsys filesys.FileSystem, dir string, opts Options, l *Lock, cache
 	if err != nil {
 		return nil, err.Error()
 	}
+	if opts.Lean {
+		return leanFromCache(dir, files, opts, l, cache, key)
+	}
 	e, err := cache.Get(key)
 	if err != nil {
 		return nil, strings.TrimPrefix(err.Error(), rendercache.ErrMiss.Error()+": ")
 	}
-	if e.RenderDigest != l.Render.Digest || e.InventoryDigest != l.Render.InventoryDigest || e.SourceDigest != l.Source.Digest {
-		return nil, "entry is for another release state"
+	if reason := sameState(e, l); reason != "" {
+		return nil, reason
 	}
-	var r *Release
-	if opts.Lean {
-		r, reason = leanRelease(dir, e, files, opts)
-	} else {
-		r, reason = decodedRelease(dir, e, files, opts)
-	}
+	r, reason := decodedRelease(dir, e, files, opts)
 	if r == nil {
 		return nil, reason
 	}
+	return cachedRelease(r, l, cache, key)
+}
+
+// leanFromCache is fromCache's release with Options.Lean: its objects
+// left in the entry's file, which the release holds open (Lean.Close).
+func leanFromCache(dir string, files map[string][]byte, opts Options, l *Lock, cache *rendercache.Cache, key string) (*Release, string) {
+	e, err := cache.GetLean(key)
+	if err != nil {
+		return nil, strings.TrimPrefix(err.Error(), rendercache.ErrMiss.Error()+": ")
+	}
+	r, reason := (*Release)(nil), sameState(&e.Entry, l)
+	if reason == "" {
+		r, reason = leanRelease(dir, e, files, opts)
+	}
+	if r != nil {
+		r, reason = cachedRelease(r, l, cache, key)
+	}
+	if r == nil {
+		_ = e.Close()
+	}
+	return r, reason
+}
+
+// sameState is "" when entry e is for the release state lock l binds.
+func sameState(e *rendercache.Entry, l *Lock) string {
+	if e.RenderDigest != l.Render.Digest || e.InventoryDigest != l.Render.InventoryDigest || e.SourceDigest != l.Source.Digest {
+		return "entry is for another release state"
+	}
+	return ""
+}
+
+// cachedRelease completes r, checked from the entry for key, with what the
+// lock l binds, and verifies it against l; nil and why not.
+func cachedRelease(r *Release, l *Lock, cache *rendercache.Cache, key string) (*Release, string) {
+	var err error
 	r.Sources = slices.Clone(l.Source.Files)
 	r.SourceDigest = l.Source.Digest
 	// The key bound the helm section: the entry was stored from a fresh

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory/rendercache"
 )
 
@@ -68,7 +69,7 @@ func wireBytes(t *testing.T, r *Release) []byte {
 	if r.Lean != nil {
 		objs = nil
 		for i := range r.Lean.Len() {
-			o, err := r.Lean.Peek(i)
+			o, err := r.Lean.Object(i)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -415,10 +416,11 @@ func TestLoadReleaseCachedInexactNumbers(t *testing.T) {
 	}
 }
 
-// TestLoadReleaseCachedLean: a lean hit's objects are taken once each, in
-// any order, and are the fresh render's; an entry whose objects are not in
-// inventory order (which the decoded path sorts) is a lean miss, rendered
-// afresh.
+// TestLoadReleaseCachedLean: a lean hit's objects are read from the entry
+// file, in any order and as often as asked, and are the fresh render's;
+// one whose bytes change in that file after the load is refused; an
+// entry whose objects are not in inventory order (which the decoded path
+// sorts) is a lean miss, rendered afresh.
 func TestLoadReleaseCachedLean(t *testing.T) {
 	fs := lockedFixture(t)
 	fresh, _, err := LoadRelease(fs, "/rel", Options{})
@@ -428,15 +430,31 @@ func TestLoadReleaseCachedLean(t *testing.T) {
 	c := testCache(t)
 	loadCached(t, fs, c)
 	r, _ := loadCachedWith(t, fs, c, Options{Lean: true})
-	for i := r.Lean.Len() - 1; i >= 0; i-- {
-		o, err := r.Lean.Take(i)
-		want, _ := json.Marshal(fresh.Objects[i].Object)
-		if got, _ := json.Marshal(o.Object); err != nil || !bytes.Equal(got, want) || r.Lean.ID(i) != fresh.Inventory[i] {
-			t.Fatalf("object %d taken: %s (%v), want %s", i, got, err, want)
+	defer r.Lean.Close()
+	for range 2 {
+		for i := r.Lean.Len() - 1; i >= 0; i-- {
+			o, err := r.Lean.Object(i)
+			want, _ := json.Marshal(fresh.Objects[i].Object)
+			if got, _ := json.Marshal(o.Object); err != nil || !bytes.Equal(got, want) || r.Lean.ID(i) != fresh.Inventory[i] {
+				t.Fatalf("object %d: %s (%v), want %s", i, got, err, want)
+			}
 		}
 	}
-	if _, err := r.Lean.Take(0); err == nil || !strings.Contains(err.Error(), "already taken") {
-		t.Errorf("object 0 taken twice: %v", err)
+	// The entry file rewritten in place (same inode, same size), object 0
+	// changed: the load's MAC check is past, the read checks each object.
+	p := entryFile(t, c)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, bytes.Replace(data, []byte(`"kind":"`), []byte(`"kinD":"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := r.Lean.Object(0); !fail.Is(err, fail.Unavailable) || !strings.Contains(err.Error(), "changed after the entry was verified") {
+		t.Errorf("object 0 changed in the entry file after the load: %v, %v; want unavailable", o, err)
+	}
+	if _, err := r.Lean.Object(1); err != nil {
+		t.Errorf("object 1, unchanged: %v", err)
 	}
 	badEntry(t, func(t *testing.T, c *rendercache.Cache, p string) {
 		e := readEntry(t, c, p)

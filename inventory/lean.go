@@ -10,53 +10,54 @@ import (
 )
 
 // LeanObjects are a release's objects as LoadReleaseCached keeps them with
-// Options.Lean: each the JSON the render cache entry holds, whose decoded
-// form the render digest covered, decoded again only when taken, so that a release of 10,000 objects is held as
-// its JSON (about 12 MB) rather than decoded (several times that).
+// Options.Lean: in the render cache entry's file, each read again (its
+// bytes checked against the digest taken when the entry's MAC was
+// verified) and decoded only when asked for, so that a release of 10,000
+// objects holds neither its decoded objects (several times 8 MB) nor
+// their JSON (8 MB). Close lets the file go.
 type LeanObjects struct {
-	json [][]byte
-	ids  []Identity
+	entry *rendercache.LeanEntry
+	ids   []Identity
 }
 
 // Len is the number of objects.
-func (l *LeanObjects) Len() int { return len(l.json) }
+func (l *LeanObjects) Len() int { return len(l.ids) }
 
 // ID is object i's identity (the release's Inventory[i]).
 func (l *LeanObjects) ID(i int) Identity { return l.ids[i] }
 
-// Peek decodes object i and keeps its JSON.
-func (l *LeanObjects) Peek(i int) (*unstructured.Unstructured, error) {
-	if l.json[i] == nil {
-		return nil, fmt.Errorf("object %s was already taken", l.ids[i])
+// Object reads and decodes object i: the object checked and hashed into
+// the render digest when the release was loaded. Different objects may be
+// read concurrently.
+func (l *LeanObjects) Object(i int) (*unstructured.Unstructured, error) {
+	raw, err := l.entry.Object(i)
+	if err != nil {
+		return nil, err
 	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(l.json[i]); err != nil {
-		return nil, fmt.Errorf("object %s: %w", l.ids[i], err)
+	u, reason := cachedObject(i, raw)
+	if u == nil {
+		return nil, fmt.Errorf("object %s: %s", l.ids[i], reason)
 	}
 	return u, nil
 }
 
-// Take decodes object i and lets its JSON go: each object is taken once.
-// Different objects may be taken concurrently.
-func (l *LeanObjects) Take(i int) (*unstructured.Unstructured, error) {
-	u, err := l.Peek(i)
-	l.json[i] = nil
-	return u, err
-}
+// Close lets the entry's file go.
+func (l *LeanObjects) Close() error { return l.entry.Close() }
 
 // leanRelease is the release of cache entry e checked as Render checks a
-// fresh render, one object decoded at a time: a first pass reads the
-// identities (which must be in inventory order, as an entry stored from a
-// render is) and the release's CustomResourceDefinitions (for scopes); a
-// second checks each object and hashes it into the render digest; the
-// entry's JSON of each object is kept. nil and why not when it fails; never a
-// release the decoded path would refuse.
-func leanRelease(dir string, e *rendercache.Entry, files map[string][]byte, opts Options) (*Release, string) {
+// fresh render, one object read and decoded at a time: a first pass reads
+// the identities (which must be in inventory order, as an entry stored
+// from a render is) and the release's CustomResourceDefinitions (for
+// scopes); a second checks each object and hashes it into the render
+// digest. The objects stay in e, which the release's Lean then holds. nil
+// and why not when it fails; never a release the decoded path would
+// refuse.
+func leanRelease(dir string, e *rendercache.LeanEntry, files map[string][]byte, opts Options) (*Release, string) {
 	c := newChecker(dir, files, opts)
 	c.lean = true
-	ids := make([]Identity, len(e.Objects))
-	for i, raw := range e.Objects {
-		u, reason := cachedObject(i, raw)
+	ids := make([]Identity, e.Len())
+	for i := range ids {
+		u, reason := leanObject(e, i)
 		if u == nil {
 			return nil, reason
 		}
@@ -68,8 +69,8 @@ func leanRelease(dir string, e *rendercache.Entry, files map[string][]byte, opts
 		}
 	}
 	sum := canon.NewArrayDigest(DomainRender)
-	for i, raw := range e.Objects {
-		u, reason := cachedObject(i, raw)
+	for i := range ids {
+		u, reason := leanObject(e, i)
 		if u == nil {
 			return nil, reason
 		}
@@ -88,13 +89,15 @@ func leanRelease(dir string, e *rendercache.Entry, files map[string][]byte, opts
 	}
 	r := c.r
 	r.RenderDigest, r.SecretValuesCovered = sum.Sum(), true
-	// The entry's own bytes are kept, not the canonical forms hashed (a
-	// second copy of the release): decoding them again gives exactly the
-	// objects checked and hashed here, and nothing else holds them.
-	kept := make([][]byte, len(e.Objects))
-	for i, raw := range e.Objects {
-		kept[i], e.Objects[i] = raw, nil
-	}
-	r.Lean = &LeanObjects{json: kept, ids: r.Inventory}
+	r.Lean = &LeanObjects{entry: e, ids: r.Inventory}
 	return r, ""
+}
+
+// leanObject reads and decodes object i of e, or nil and why not.
+func leanObject(e *rendercache.LeanEntry, i int) (*unstructured.Unstructured, string) {
+	raw, err := e.Object(i)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return cachedObject(i, raw)
 }

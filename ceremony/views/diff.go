@@ -132,7 +132,7 @@ type DiffRequest struct {
 	// beside its diffs (the caller has no further use for them).
 	DropObjects bool
 	// Lean, when Objects is nil, holds the release's objects instead:
-	// each is taken (decoded, and its JSON let go) when it is compared.
+	// each is read and decoded when it is compared.
 	Lean *inventory.LeanObjects
 	// Spool keeps the diff texts in a temporary file until they are
 	// printed (DiffReport.Each, WriteJSON; Close lets the file go), not in
@@ -151,7 +151,7 @@ func (req *DiffRequest) count() int {
 // take is object i, for its one comparison.
 func (req *DiffRequest) take(i int) (*unstructured.Unstructured, error) {
 	if req.Objects == nil && req.Lean != nil {
-		return req.Lean.Take(i)
+		return req.Lean.Object(i)
 	}
 	u := req.Objects[i]
 	if req.DropObjects {
@@ -172,7 +172,7 @@ func (req *DiffRequest) defined() (namespaces, kinds map[string]bool, err error)
 			if gk != (schema.GroupKind{Kind: "Namespace"}) && gk != (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
 				continue
 			}
-			if u, err = req.Lean.Peek(i); err != nil {
+			if u, err = req.Lean.Object(i); err != nil {
 				return nil, nil, err
 			}
 		} else {
@@ -465,6 +465,9 @@ func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem,
 	rel, lock, use, err := inventory.LoadReleaseCached(fsys, dir, opts, cache)
 	if err != nil {
 		return nil, err
+	}
+	if rel.Lean != nil {
+		defer rel.Lean.Close()
 	}
 	id, err := deploy.ReadClusterIdentity(ctx, c)
 	if err != nil {
