@@ -15,9 +15,9 @@ import (
 )
 
 // LeanEntry is an entry whose objects stay in its file: GetLean verifies
-// the file's MAC and reads its members in one pass, keeping of each object
-// only where it lies and the SHA-256 of its bytes; Object reads it again
-// and checks that digest, so that it is exactly what the MAC covered. At
+// the file's MAC, then reads its members, keeping of each object only
+// where it lies and the SHA-256 of its bytes; Object reads it again and
+// checks that digest, so that it is exactly what the MAC covered. At
 // 10,000 objects that is about 0.5 MB held instead of the 8 MB file.
 type LeanEntry struct {
 	// Entry's members but Objects, which Object reads.
@@ -56,12 +56,13 @@ func (e *LeanEntry) Object(i int) ([]byte, error) {
 // Close lets the entry's file go.
 func (e *LeanEntry) Close() error { return e.close() }
 
-// GetLean reads the entry for key as Get does (the same file checks, MAC,
-// parse and key; every failure a miss wrapping ErrMiss), without holding
-// it: the file is read once, its MAC computed over the entry member's
-// bytes while they are parsed, and nothing parsed is used before that MAC
-// verifies and the file is unchanged across the read. The caller closes
-// the entry.
+// GetLean reads the entry for key as Get does (the same file checks, MAC
+// before parse, the same parse and key; every failure a miss wrapping
+// ErrMiss), without holding it: a first pass streams the entry member's
+// bytes through the MAC and a SHA-256, in constant memory; only when the
+// MAC verifies does a second pass parse them, hashing them again, and its
+// result is used only if that hash is the first pass's and the file is
+// unchanged across both. The caller closes the entry.
 func (c *Cache) GetLean(key string) (*LeanEntry, error) {
 	if len(c.MACKey) != KeySize {
 		return nil, fmt.Errorf("%w: no render cache key", ErrMiss)
@@ -91,19 +92,26 @@ func (c *Cache) leanEntry(f *safefile.File, key string) (*LeanEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := newMAC(c.MACKey)
+	member := func() io.Reader { return io.NewSectionReader(src, start, n) }
+	m, first := newMAC(c.MACKey), sha256.New()
+	if _, err := io.Copy(io.MultiWriter(m, first), member()); err != nil {
+		return nil, err
+	}
+	if !hmac.Equal(mac, []byte(macOf(m))) {
+		return nil, errors.New("entry not written with this installation's key")
+	}
+	second := sha256.New()
 	var spans []span
-	e, err := parseEntry(io.TeeReader(io.NewSectionReader(src, start, n), h), func(raw json.RawMessage, end int64) error {
+	e, err := parseEntry(io.TeeReader(member(), second), func(raw json.RawMessage, end int64) error {
 		spans = append(spans, span{off: start + end - int64(len(raw)), n: len(raw), sum: sha256.Sum256(raw)})
 		return nil
 	})
-	if !hmac.Equal(mac, []byte(macOf(h))) {
-		return nil, errors.New("entry not written with this installation's key")
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if e.Key != key {
+	case !bytes.Equal(first.Sum(nil), second.Sum(nil)):
+		return nil, errors.New("entry changed while being read")
+	case e.Key != key:
 		return nil, fmt.Errorf("the entry is for key %s", e.Key)
 	}
 	return &LeanEntry{Entry: *e, src: src, name: f.Name(), spans: spans, close: f.Close}, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -168,28 +169,41 @@ func compact(t *testing.T, b []byte) []byte {
 }
 
 // FuzzGetLean: for any entry member, framed and MACed as Put would (with
-// or without trailing whitespace) or written with its members reordered,
+// or without trailing whitespace, some of it across the 4 KiB GetLean
+// reads of the file's end) or written with its members reordered,
 // GetLean reads exactly what Get reads — both miss, or both give the same
 // members and the same bytes of each object.
 func FuzzGetLean(f *testing.F) {
 	key, _ := Key(srcA, buildA)
-	good, _ := json.Marshal(&Entry{Schema: Schema, Key: key, SourceDigest: srcA, RenderDigest: srcB, InventoryDigest: srcB,
-		Objects: []json.RawMessage{json.RawMessage(`{"kind":"Namespace"}`), json.RawMessage(` {"a":[1,{"b":"\u00e9"}]}`)}})
-	f.Add(good, uint8(0))
-	f.Add(good, uint8(1))
-	f.Add(good, uint8(2))
+	entry := func(objs ...string) []byte {
+		e := &Entry{Schema: Schema, Key: key, SourceDigest: srcA, RenderDigest: srcB, InventoryDigest: srcB}
+		for _, o := range objs {
+			e.Objects = append(e.Objects, json.RawMessage(o))
+		}
+		b, _ := json.Marshal(e)
+		return b
+	}
+	good := entry(`{"kind":"Namespace"}`, ` {"a":[1,{"b":"\u00e9"}]}`)
+	big := entry(`{"kind":"ConfigMap","data":{"k":"`+strings.Repeat("x", 5000)+`"}}`, `{"kind":"Namespace"}`)
+	for form := range uint8(4) {
+		f.Add(good, form)
+		f.Add(big, form)
+	}
+	f.Add(big, uint8(3+4*24)) // 4,096 bytes of trailing whitespace
 	f.Add([]byte(`{"schema":"`+Schema+`"}`), uint8(0))
 	f.Fuzz(func(t *testing.T, entry []byte, form uint8) {
 		c := &Cache{Dir: t.TempDir(), Build: buildA, MACKey: testKey}
 		mac := MAC(testKey, entry)
 		var file []byte
-		switch form % 3 {
+		switch form % 4 {
 		case 0:
 			file = []byte(`{"entry":` + string(entry) + `,"mac":"` + mac + `"}`)
 		case 1:
 			file = []byte(`{"entry":` + string(entry) + `,"mac":"` + mac + "\"}\n\t ")
-		default:
+		case 2:
 			file = []byte(`{"mac":"` + mac + `","entry":` + string(entry) + `}`)
+		default: // 4,000 to 4,252 bytes of trailing whitespace
+			file = []byte(`{"entry":` + string(entry) + `,"mac":"` + mac + `"}` + strings.Repeat(" ", 4000+int(form/4)*4))
 		}
 		if err := os.WriteFile(c.path(key), file, 0o600); err != nil {
 			t.Fatal(err)
@@ -203,7 +217,9 @@ func FuzzGetLean(f *testing.F) {
 			return
 		}
 		defer lean.Close()
-		if lean.Key != full.Key || lean.RenderDigest != full.RenderDigest || lean.Len() != len(full.Objects) {
+		got := lean.Entry
+		got.Objects = full.Objects
+		if !reflect.DeepEqual(&got, full) || lean.Len() != len(full.Objects) {
 			t.Fatalf("GetLean %+v (%d objects), Get %+v", lean.Entry, lean.Len(), full)
 		}
 		for i, want := range full.Objects {
@@ -212,4 +228,19 @@ func FuzzGetLean(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An entry whose MAC verifies but which does not parse is a miss naming
+// the parse error, not the key: the MAC is checked first, over all of it.
+func TestGetLeanParseErrorAfterMAC(t *testing.T) {
+	c := &Cache{Dir: t.TempDir(), Build: buildA, MACKey: testKey}
+	key, _ := Key(srcA, buildA)
+	entry := `{"schema":"` + Schema + `","extra":1,"key":"` + key + `","objects":[` + strings.Repeat(`{"k":"`+strings.Repeat("v", 100)+`"},`, 100) + `{}]}`
+	file := `{"entry":` + entry + `,"mac":"` + MAC(testKey, []byte(entry)) + `"}`
+	if err := os.WriteFile(c.path(key), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetLean(key); !errors.Is(err, ErrMiss) || !strings.Contains(err.Error(), `unknown field "extra"`) {
+		t.Errorf("GetLean = %v, want a miss naming the unknown field", err)
+	}
 }
