@@ -91,14 +91,19 @@ func openFile(path string, limit int64, perm Perm) (*File, error) {
 // unchanged is nil when the open file and the path still have the
 // identity they had when opened.
 func (f *File) unchanged() error {
-	var after, again syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &after); err != nil {
-		return fail.Wrap(fail.Unavailable, &os.PathError{Op: "fstat", Path: f.Name(), Err: err})
+	fi, err := f.Stat() // not Fd(), which would set the descriptor blocking
+	if err != nil {
+		return fail.Wrap(fail.Unavailable, err)
 	}
+	after, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return changed(f.Name())
+	}
+	var again syscall.Stat_t
 	if err := syscall.Lstat(f.Name(), &again); err != nil {
 		return changed(f.Name())
 	}
-	if identityOf(&after) != f.id || identityOf(&again) != f.id {
+	if identityOf(after) != f.id || identityOf(&again) != f.id {
 		return changed(f.Name())
 	}
 	return nil
