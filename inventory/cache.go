@@ -49,7 +49,8 @@ func (u CacheUse) String() string {
 // With a nil cache it is LoadRelease. Otherwise it hashes the source files
 // the lock lists; when each equals the lock's digest, it reads the entry
 // keyed by the lock's source digest and the cache's build (used only if its
-// MAC verifies under the cache's key: rendercache.Cache.Get), re-checks the
+// MAC verifies under the cache's key: rendercache.Cache.Get, or GetLean
+// with opts.Lean, which leaves the objects in the entry file), re-checks the
 // cached objects as Render checks a fresh render, recomputes their render
 // and inventory digests, and uses them only if the release they make
 // verifies against the lock (VerifyLock). Any failure on that path is a

@@ -203,7 +203,7 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 	}
 	releaseNS, kinds, err := req.defined()
 	if err != nil {
-		return nil, fail.Wrap(fail.Other, err)
+		return nil, fail.Wrap(fail.ClassOf(err), err) // an object changed in the cache entry stays unavailable
 	}
 	total := req.count()
 	out := make([]ObjectChange, total)
