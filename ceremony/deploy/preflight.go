@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/internal/safefile"
@@ -84,6 +85,24 @@ type PreflightRelease struct {
 	RenderDigest    string `json:"renderDigest"`
 	InventoryDigest string `json:"inventoryDigest"`
 	InventoryCount  int    `json:"inventoryCount"`
+}
+
+// changes names each member of r that now differs, by its record field:
+// "lockDigest sha256:… at preflight, sha256:… now; …".
+func (r PreflightRelease) changes(now PreflightRelease) string {
+	var out []string
+	add := func(field string, then, now any) {
+		if then != now {
+			out = append(out, fmt.Sprintf("%s %v at preflight, %v now", field, then, now))
+		}
+	}
+	add("version", r.Version, now.Version)
+	add("lockDigest", r.LockDigest, now.LockDigest)
+	add("sourceDigest", r.SourceDigest, now.SourceDigest)
+	add("renderDigest", r.RenderDigest, now.RenderDigest)
+	add("inventoryDigest", r.InventoryDigest, now.InventoryDigest)
+	add("inventoryCount", r.InventoryCount, now.InventoryCount)
+	return strings.Join(out, "; ")
 }
 
 // PreflightSteps are the transcripts of the read-only steps.

@@ -262,7 +262,7 @@ func checkAgainstPreflight(ld *loaded, rec *PreflightRecord) error {
 		InventoryDigest: ld.release.InventoryDigest, InventoryCount: len(ld.release.Inventory),
 	}
 	if got != rec.Release {
-		return fail.Errorf(fail.Invalid, "release directory changed since the preflight: preflight bound %+v, the directory now gives %+v: preflight again", rec.Release, got)
+		return fail.Errorf(fail.Invalid, "release directory changed since the preflight: %s (%s): preflight again", rec.Release.changes(got), rec.Release.Dir)
 	}
 	if t := ld.target(); t != rec.Target {
 		return fail.Errorf(fail.Invalid, "lock target %+v differs from the preflight's %+v", t, rec.Target)
