@@ -50,12 +50,23 @@ func ReadRegular(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	data, err := readCapped(f, limit)
 	if err != nil {
-		return nil, fail.Wrap(fail.Unavailable, err)
+		return nil, err
 	}
 	if int64(len(data)) > limit {
 		return nil, fail.Errorf(fail.Invalid, "%s: more than the cap of %d bytes", path, limit)
+	}
+	return data, nil
+}
+
+// readCapped reads r to its end, at most limit+1 bytes (one more than a
+// reader allows, so that it can tell a file over the cap); a failed read
+// is fail.Unavailable.
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fail.Wrap(fail.Unavailable, err)
 	}
 	return data, nil
 }

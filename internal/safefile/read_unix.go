@@ -4,7 +4,6 @@ package safefile
 
 import (
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -34,9 +33,9 @@ func readFile(path string, limit int64, perm Perm) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	data, err := readCapped(f, limit)
 	if err != nil {
-		return nil, fail.Wrap(fail.Unavailable, err)
+		return nil, err
 	}
 	if int64(len(data)) > limit || uint64(len(data)) != f.id.size {
 		return nil, changed(path)
