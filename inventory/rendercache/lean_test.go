@@ -111,11 +111,7 @@ func TestGetLeanMiss(t *testing.T) {
 		})
 	}
 	c, key, _ := leanCache(t)
-	other, _ := Key(srcB, buildA)
-	data, _ := os.ReadFile(c.path(key))
-	if err := os.WriteFile(c.path(other), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	other := copiedUnderOtherKey(t, c, key)
 	if _, err := c.GetLean(other); !errors.Is(err, ErrMiss) || !strings.Contains(err.Error(), "is for key") {
 		t.Errorf("foreign entry: %v, want a miss", err)
 	}

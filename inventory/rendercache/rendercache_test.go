@@ -183,14 +183,25 @@ func TestPutGet(t *testing.T) {
 		t.Errorf("modes: entry %v, dir %v; want 0600, 0700", info.Mode().Perm(), dir.Mode().Perm())
 	}
 	// An entry stored under another key's name is a miss.
-	other, _ := Key(srcB, buildA)
-	data, _ := os.ReadFile(c.path(key))
-	if err := os.WriteFile(c.path(other), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	other := copiedUnderOtherKey(t, c, key)
 	if _, err := c.Get(other); !errors.Is(err, ErrMiss) || !strings.Contains(err.Error(), "is for key") {
 		t.Errorf("foreign entry: %v, want a miss", err)
 	}
+}
+
+// copiedUnderOtherKey copies the entry file of key to another key's name
+// (a source digest other than its own) and returns that key.
+func copiedUnderOtherKey(t *testing.T, c *Cache, key string) string {
+	t.Helper()
+	other, _ := Key(srcB, buildA)
+	data, err := os.ReadFile(c.path(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.path(other), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return other
 }
 
 func TestParseEntry(t *testing.T) {
