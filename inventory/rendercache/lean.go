@@ -23,9 +23,8 @@ type LeanEntry struct {
 	// Entry's members but Objects, which Object reads.
 	Entry
 	src   io.ReaderAt
-	name  string
+	file  *safefile.File
 	spans []span
-	close func() error
 }
 
 // span is where one object lies in src, and the digest of its bytes.
@@ -45,16 +44,16 @@ func (e *LeanEntry) Object(i int) ([]byte, error) {
 	s := e.spans[i]
 	buf := make([]byte, s.n)
 	if _, err := e.src.ReadAt(buf, s.off); err != nil {
-		return nil, fail.Errorf(fail.Unavailable, "render cache entry %s: objects[%d]: %v", e.name, i, err)
+		return nil, fail.Errorf(fail.Unavailable, "render cache entry %s: objects[%d]: %v", e.file.Name(), i, err)
 	}
 	if sha256.Sum256(buf) != s.sum {
-		return nil, fail.Errorf(fail.Unavailable, "render cache entry %s: objects[%d] changed after the entry was verified; run the command again (or with --no-cache)", e.name, i)
+		return nil, fail.Errorf(fail.Unavailable, "render cache entry %s: objects[%d] changed after the entry was verified; run the command again (or with --no-cache)", e.file.Name(), i)
 	}
 	return buf, nil
 }
 
 // Close lets the entry's file go.
-func (e *LeanEntry) Close() error { return e.close() }
+func (e *LeanEntry) Close() error { return e.file.Close() }
 
 // GetLean reads the entry for key as Get does (the same file checks, MAC
 // before parse, the same parse and key; every failure a miss wrapping
@@ -114,7 +113,7 @@ func (c *Cache) leanEntry(f *safefile.File, key string) (*LeanEntry, error) {
 	case e.Key != key:
 		return nil, fmt.Errorf("the entry is for key %s", e.Key)
 	}
-	return &LeanEntry{Entry: *e, src: src, name: f.Name(), spans: spans, close: f.Close}, nil
+	return &LeanEntry{Entry: *e, src: src, file: f, spans: spans}, nil
 }
 
 // entryMember is where the entry member of file f lies (in src, from start,
@@ -122,7 +121,7 @@ func (c *Cache) leanEntry(f *safefile.File, key string) (*LeanEntry, error) {
 // framed), else in the file decoded in full, as Get decodes it.
 func entryMember(f *safefile.File) (src io.ReaderAt, start, n int64, mac []byte, err error) {
 	size := f.Size()
-	head := make([]byte, min(size, int64(len(`{"entry":`))))
+	head := make([]byte, min(size, int64(len(framedHead))))
 	tail := make([]byte, min(size-int64(len(head)), 4096))
 	if _, err := f.ReadAt(head, 0); err != nil {
 		return nil, 0, 0, nil, err

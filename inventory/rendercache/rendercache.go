@@ -322,6 +322,9 @@ func unframed(data []byte) (entry, mac []byte, err error) {
 	return f.Entry, []byte(f.MAC), nil
 }
 
+// framedHead starts an entry file as Put writes it.
+const framedHead = `{"entry":`
+
 // framedTail is the length of the end of a framed file after its entry
 // member: ,"mac":"M"}.
 const framedTail = len(`,"mac":"`+MACPrefix+`"}`) + 64
@@ -336,10 +339,9 @@ var framedMAC = regexp.MustCompile(`^,"mac":"(` + MACPrefix + `[0-9a-f]{64})"}$`
 // only ever used once its MAC is checked: bytes that are not the entry
 // member of a valid file have no valid MAC and fail ParseEntry besides.
 func framed(data []byte) (entry, mac []byte, ok bool) {
-	const prefix = `{"entry":`
 	tail := framedTail
 	data = bytes.TrimRight(data, " \t\r\n")
-	if !bytes.HasPrefix(data, []byte(prefix)) || len(data) < len(prefix)+tail {
+	if !bytes.HasPrefix(data, []byte(framedHead)) || len(data) < len(framedHead)+tail {
 		return nil, nil, false
 	}
 	m := framedMAC.FindSubmatchIndex(data[len(data)-tail:])
@@ -347,7 +349,7 @@ func framed(data []byte) (entry, mac []byte, ok bool) {
 		return nil, nil, false
 	}
 	end := len(data) - tail
-	return data[len(prefix):end], data[end+m[2] : end+m[3]], true
+	return data[len(framedHead):end], data[end+m[2] : end+m[3]], true
 }
 
 // Put writes e with its MAC atomically: a 0600 temporary file in the 0700
