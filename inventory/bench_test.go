@@ -82,30 +82,3 @@ func BenchmarkParseLock(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkReadLock10k reads a 10,000-object lock: parsed from its YAML
-// (ReadLock, the peer) and from the render cache's kept parse
-// (readLockCached, a hit); compare the two in one run.
-func BenchmarkReadLock10k(b *testing.B) {
-	fs, _ := bigLock(b, 10_000)
-	b.Run("parse", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := ReadLock(fs, "/rel"); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("kept", func(b *testing.B) {
-		c := testCache(b)
-		if _, err := readLockCached(fs, "/rel", c); err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := readLockCached(fs, "/rel", c); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}

@@ -62,7 +62,7 @@ func LoadReleaseCached(fsys filesys.FileSystem, dir string, opts Options, cache 
 		r, l, err := LoadRelease(fsys, dir, opts)
 		return r, l, CacheUse{Reason: "disabled"}, err
 	}
-	l, err := readLockCached(fsys, dir, cache)
+	l, err := ReadLock(fsys, dir)
 	if err != nil {
 		return nil, nil, CacheUse{}, err
 	}

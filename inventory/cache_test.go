@@ -31,7 +31,7 @@ func lockedFixture(t *testing.T) filesys.FileSystem {
 	return fs
 }
 
-func testCache(t testing.TB) *rendercache.Cache {
+func testCache(t *testing.T) *rendercache.Cache {
 	t.Helper()
 	return &rendercache.Cache{Dir: filepath.Join(t.TempDir(), "render"), Build: DigestBytes("x", []byte("test build")), MACKey: bytes.Repeat([]byte{7}, rendercache.KeySize)}
 }

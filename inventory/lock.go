@@ -489,15 +489,6 @@ func (l *Lock) DigestInput() ([]byte, error) { return canon.DigestInput(DomainLo
 
 // ReadLock reads and parses dir/ql3.lock.yaml.
 func ReadLock(fsys filesys.FileSystem, dir string) (*Lock, error) {
-	data, err := readLockFile(fsys, dir)
-	if err != nil {
-		return nil, err
-	}
-	return parseLockFile(dir, data)
-}
-
-// readLockFile reads dir/ql3.lock.yaml.
-func readLockFile(fsys filesys.FileSystem, dir string) ([]byte, error) {
 	p := filepath.Join(dir, LockFile)
 	if !fsys.Exists(p) {
 		return nil, fail.Errorf(fail.Invalid, "release %q has no %s; write one with kubectl ql3 lock %s --version VERSION", dir, LockFile, dir)
@@ -506,15 +497,9 @@ func readLockFile(fsys filesys.FileSystem, dir string) ([]byte, error) {
 	if err != nil {
 		return nil, fail.Errorf(fail.Invalid, "read lock: %w", err)
 	}
-	return data, nil
-}
-
-// parseLockFile is ParseLock of the bytes of dir's lock, its error naming
-// the file.
-func parseLockFile(dir string, data []byte) (*Lock, error) {
 	l, err := ParseLock(data)
 	if err != nil {
-		return nil, fail.Errorf(fail.Invalid, "%s: %w", filepath.Join(dir, LockFile), err)
+		return nil, fail.Errorf(fail.Invalid, "%s: %w", p, err)
 	}
 	return l, nil
 }

@@ -35,7 +35,6 @@ func TestRenderCacheVectors(t *testing.T) {
 			digests(t, v, map[string]string{"buildID": domainDigest("render-cache-build", "v1", canonical(t, input))}, map[string]string{"buildID": id})
 		},
 		"cache-get": cacheGet,
-		"lock-get":  lockGet,
 	})
 }
 
@@ -74,49 +73,6 @@ func cacheGet(t *testing.T, v vector, _ []byte) {
 	mac.Write(append([]byte("kubectl-ql3/render-cache-mac/v1\x00"), f.Entry...))
 	want := map[string]string{"key": wantKey, "mac": "hmac-sha256:" + hex.EncodeToString(mac.Sum(nil))}
 	digests(t, v, want, map[string]string{"key": key, "mac": rendercache.MAC(macKey, f.Entry)})
-}
-
-// lockGet looks up the kept parse of the vector's lock file in its cache
-// directory: a hit with the lock file digest, key and mac recomputed and
-// the lock member an object, or a miss for the vector's reason.
-func lockGet(t *testing.T, v vector, _ []byte) {
-	t.Helper()
-	dir := abs(t, "render-cache", v.Input)
-	macKey, err := hex.DecodeString(v.Parameters["macKey"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(file(t, "render-cache", v.Parameters["lock"]))
-	lockFile := "sha256:" + hex.EncodeToString(sum[:])
-	c := rendercache.Cache{Dir: dir, Build: v.Parameters["build"], MACKey: macKey}
-	key, err := rendercache.LockKey(lockFile, v.Parameters["build"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := c.GetLock(key)
-	if v.Verdict == "miss" {
-		if !errors.Is(err, rendercache.ErrMiss) || !bytes.Contains([]byte(err.Error()), []byte(v.Error)) {
-			t.Fatalf("want a miss (%s) with %q, got %v", v.Rule, v.Error, err)
-		}
-		return
-	}
-	verdict(t, v, err)
-	keyDoc, _ := json.Marshal(map[string]string{"build": v.Parameters["build"], "lockFile": lockFile, "schema": "kubectl-ql3/render-cache-lock@v1"})
-	wantKey := domainDigest("render-cache-key", "v1", canonical(t, keyDoc))
-	var f struct {
-		Entry json.RawMessage `json:"entry"`
-	}
-	if err := json.Unmarshal(file(t, "render-cache", filepath.Join(v.Input, hex.EncodeToString(mustHex(t, wantKey))+".json")), &f); err != nil {
-		t.Fatal(err)
-	}
-	mac := hmac.New(sha256.New, macKey)
-	mac.Write(append([]byte("kubectl-ql3/render-cache-mac/v1\x00"), f.Entry...))
-	want := map[string]string{"lockFile": lockFile, "key": wantKey, "mac": "hmac-sha256:" + hex.EncodeToString(mac.Sum(nil))}
-	digests(t, v, want, map[string]string{"lockFile": e.LockFile, "key": key, "mac": rendercache.MAC(macKey, f.Entry)})
-	var lock map[string]any
-	if err := json.Unmarshal(e.Lock, &lock); err != nil || lock["schema"] != "kubectl-ql3/lock@v1" {
-		t.Errorf("lock member: %v, schema %v", err, lock["schema"])
-	}
 }
 
 // mustHex is the 32 bytes of a sha256: digest.

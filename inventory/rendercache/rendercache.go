@@ -270,23 +270,6 @@ type file struct {
 // a miss: an error wrapping ErrMiss with the reason (absent, unreadable,
 // not written with this key, malformed, another key).
 func (c *Cache) Get(key string) (*Entry, error) {
-	entry, err := c.verified(key)
-	if err != nil {
-		return nil, err
-	}
-	e, err := ParseEntry(entry)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
-	}
-	if e.Key != key {
-		return nil, fmt.Errorf("%w: the entry is for key %s", ErrMiss, e.Key)
-	}
-	return e, nil
-}
-
-// verified reads the entry file of key as Get documents and returns its
-// entry member's bytes once their MAC verifies; every failure wraps ErrMiss.
-func (c *Cache) verified(key string) ([]byte, error) {
 	if len(c.MACKey) != KeySize {
 		return nil, fmt.Errorf("%w: no render cache key", ErrMiss)
 	}
@@ -304,7 +287,14 @@ func (c *Cache) verified(key string) ([]byte, error) {
 	if !hmac.Equal(mac, []byte(MAC(c.MACKey, entry))) {
 		return nil, fmt.Errorf("%w: entry not written with this installation's key", ErrMiss)
 	}
-	return entry, nil
+	e, err := ParseEntry(entry)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMiss, err)
+	}
+	if e.Key != key {
+		return nil, fmt.Errorf("%w: the entry is for key %s", ErrMiss, e.Key)
+	}
+	return e, nil
 }
 
 // unframed splits an entry file into its entry member's bytes and its
@@ -367,11 +357,6 @@ func (c *Cache) Put(e *Entry) error {
 	if _, err := ParseEntry(raw); err != nil {
 		return err
 	}
-	return c.seal(e.Key, raw)
-}
-
-// seal writes the entry bytes raw and their MAC as the entry file of key.
-func (c *Cache) seal(key string, raw []byte) error {
 	data, err := json.Marshal(file{Entry: raw, MAC: MAC(c.MACKey, raw)})
 	if err != nil {
 		return err
@@ -379,7 +364,7 @@ func (c *Cache) seal(key string, raw []byte) error {
 	if len(data) > MaxEntryBytes {
 		return fail.Errorf(fail.Invalid, "render cache: the entry would be %d bytes, more than the cap of %d", len(data), MaxEntryBytes)
 	}
-	return c.write(key, data)
+	return c.write(e.Key, data)
 }
 
 // write stores data as the entry file of key, atomically.
