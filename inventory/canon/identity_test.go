@@ -1,10 +1,13 @@
 package canon
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	yamlv3 "go.yaml.in/yaml/v3"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 func id(apiVersion, kind, ns, name string) Identity {
@@ -188,4 +191,36 @@ func TestList(t *testing.T) {
 			t.Errorf("List(max %d) = %q, want %q", c.max, got, c.want)
 		}
 	}
+}
+
+// FuzzScalar: for every string, scalar's node is the one Node.Encode
+// makes (so FlowMapping, and every lock, encodes byte for byte as before
+// the fast path), and a string plain accepts comes back from YAML 1.1
+// (sigs.k8s.io/yaml, which ParseLock reads with) as the same string.
+func FuzzScalar(f *testing.F) {
+	for _, s := range []string{"cm-00001", "apps/v1", "ConfigMap", "scale-ql3", "", "y", "Yes", "NO", "on", "Off", "TRUE", "null", "Null",
+		"a", "a.b_c/d-e", "e5", "x1", "1a", "-a", ".a", "a:b", "a b", "a#b", "a,b", "a\\nb", "ü", "inf", ".inf", "nan", "NaN", "y1", "yes-", "~"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := scalar(s)
+		var want yamlv3.Node
+		werr := want.Encode(s)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("scalar(%q) error %v, Node.Encode %v", s, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if !reflect.DeepEqual(got, &want) {
+			t.Fatalf("scalar(%q) = %#v, Node.Encode %#v", s, got, &want)
+		}
+		if !plain(s) {
+			return
+		}
+		var back map[string]any
+		if err := sigsyaml.Unmarshal([]byte("{k: "+s+"}"), &back); err != nil || back["k"] != s {
+			t.Fatalf("plain %q read back as %#v (%v)", s, back["k"], err)
+		}
+	})
 }
