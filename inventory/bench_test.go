@@ -82,3 +82,19 @@ func BenchmarkParseLock(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLockMarshal10k encodes the lock of a 10,000-object release as
+// lock writes it.
+func BenchmarkLockMarshal10k(b *testing.B) {
+	l, _ := fixtureLock(b, "v3.0.0", "3.0.0")
+	for i := range 10_000 {
+		l.Render.Inventory = append(l.Render.Inventory, Identity{APIVersion: "v1", Kind: "ConfigMap", Namespace: l.Target.Namespace, Name: fmt.Sprintf("cm-%05d", i)})
+	}
+	SortIdentities(l.Render.Inventory)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Marshal(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
