@@ -71,12 +71,3 @@ func withEveryString(l *Lock, s string) *Lock {
 		Values: []SourceFile{{Path: s, Digest: s}}, KubeVersion: s, APIVersions: []string{s, "v1"}, APIVersionsDigest: s}}}
 	return &c
 }
-
-func mustMarshal(t *testing.T, l *Lock) []byte {
-	t.Helper()
-	data, err := l.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
