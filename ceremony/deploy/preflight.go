@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -87,21 +88,19 @@ type PreflightRelease struct {
 	InventoryCount  int    `json:"inventoryCount"`
 }
 
-// changes names each member of r that now differs, by its record field:
-// "lockDigest sha256:… at preflight, sha256:… now; …".
+// changes names each member of r that now differs, by its record field
+// (its json name), in the record's order: "lockDigest sha256:… at
+// preflight, sha256:… now; …". Every field is compared, so a member added
+// to the record is named too.
 func (r PreflightRelease) changes(now PreflightRelease) string {
 	var out []string
-	add := func(field string, then, now any) {
-		if then != now {
-			out = append(out, fmt.Sprintf("%s %v at preflight, %v now", field, then, now))
+	then, cur := reflect.ValueOf(r), reflect.ValueOf(now)
+	for i := range then.NumField() {
+		if a, b := then.Field(i).Interface(), cur.Field(i).Interface(); a != b {
+			name, _, _ := strings.Cut(then.Type().Field(i).Tag.Get("json"), ",")
+			out = append(out, fmt.Sprintf("%s %v at preflight, %v now", name, a, b))
 		}
 	}
-	add("version", r.Version, now.Version)
-	add("lockDigest", r.LockDigest, now.LockDigest)
-	add("sourceDigest", r.SourceDigest, now.SourceDigest)
-	add("renderDigest", r.RenderDigest, now.RenderDigest)
-	add("inventoryDigest", r.InventoryDigest, now.InventoryDigest)
-	add("inventoryCount", r.InventoryCount, now.InventoryCount)
 	return strings.Join(out, "; ")
 }
 

@@ -17,6 +17,7 @@ func TestPreflightReleaseChanges(t *testing.T) {
 			"sourceDigest sha256:s at preflight, sha256:t now; renderDigest sha256:r at preflight, sha256:q now"},
 		{"version and count", func(p *PreflightRelease) { p.Version, p.InventoryCount = "1.0.1", 4 },
 			"version 1.0.0 at preflight, 1.0.1 now; inventoryCount 3 at preflight, 4 now"},
+		{"every field compared", func(p *PreflightRelease) { p.Dir = "/s" }, "dir /r at preflight, /s now"},
 		{"unchanged", func(*PreflightRelease) {}, ""},
 	}
 	for _, tt := range tests {
