@@ -123,27 +123,8 @@ func readVerb(v string) bool { return v == "get" || v == "list" || v == "watch" 
 // Allowed reports whether the caller holds a. A review the API server does
 // not answer is an error, never an allowance: the caller fails closed.
 func (r *Review) Allowed(ctx context.Context, a Access) (bool, error) {
-	if a.Namespace != "" && (r.fast || readVerb(a.Verb)) {
-		r.mu.Lock()
-		rules, have := r.rules[a.Namespace]
-		failed := r.noRules[a.Namespace]
-		r.mu.Unlock()
-		if !have && !failed {
-			got, err := r.rev.RulesIn(ctx, a.Namespace)
-			r.mu.Lock()
-			if err != nil {
-				// No rules review here (forbidden, not served, or an
-				// authorizer that cannot list rules): every permission is
-				// asked one by one below, which is authoritative.
-				r.noRules[a.Namespace] = true
-			} else {
-				r.rules[a.Namespace], rules, have = got, got, true
-			}
-			r.mu.Unlock()
-		}
-		if have && RulesAllow(rules, a) {
-			return true, nil
-		}
+	if a.Namespace != "" && (r.fast || readVerb(a.Verb)) && r.rulesAllow(ctx, a) {
+		return true, nil
 	}
 	r.mu.Lock()
 	ok, asked := r.answers[a]
@@ -159,6 +140,37 @@ func (r *Review) Allowed(ctx context.Context, a Access) (bool, error) {
 	r.answers[a] = ok
 	r.mu.Unlock()
 	return ok, nil
+}
+
+// RulesAllowed reports whether the RBAC rules of a's namespace (its rules
+// review, made once per review) allow a, never asking the authorizer chain:
+// false is only "the rules do not show it". It is for an optional read
+// that is made only when granted (converge's watch): a request tried
+// without the grant would be a refusal in the audit log.
+func (r *Review) RulesAllowed(ctx context.Context, a Access) bool {
+	return a.Namespace != "" && r.rulesAllow(ctx, a)
+}
+
+// rulesAllow asks for the rules of a's namespace once and evaluates them.
+func (r *Review) rulesAllow(ctx context.Context, a Access) bool {
+	r.mu.Lock()
+	rules, have := r.rules[a.Namespace]
+	failed := r.noRules[a.Namespace]
+	r.mu.Unlock()
+	if !have && !failed {
+		got, err := r.rev.RulesIn(ctx, a.Namespace)
+		r.mu.Lock()
+		if err != nil {
+			// No rules review here (forbidden, not served, or an
+			// authorizer that cannot list rules): every permission is
+			// asked one by one, which is authoritative.
+			r.noRules[a.Namespace] = true
+		} else {
+			r.rules[a.Namespace], rules, have = got, got, true
+		}
+		r.mu.Unlock()
+	}
+	return have && RulesAllow(rules, a)
 }
 
 // unanswerable is the error of a review the API server did not answer.
