@@ -41,7 +41,8 @@ type RBACSubject = access.Subject
 // the rules of the release's own Roles (in their namespace) and
 // ClusterRoles (cluster-wide), and bind on exactly the roles its bindings
 // reference, by name (RBAC's escalation checks, never `escalate`:
-// addEscalation); list on pods, and on replicasets where there are
+// addEscalation); watch on exactly the release's Deployments,
+// StatefulSets and DaemonSets, by name (converge's wake-up); list on pods, and on replicasets where there are
 // Deployments, in each namespace of the release's Deployments,
 // StatefulSets and DaemonSets (converge explains a rollout
 // that does not progress by its pods: rollout.go); get on the kube-system
@@ -128,6 +129,9 @@ func rbacGrantsOf(objs, retired []*unstructured.Unstructured, mapper meta.RESTMa
 			g.addExtra(ns, rbacKey{k.group, k.resource + ":get,delete"}, u.GetName())
 		case isNS:
 			g.namespaced[ns][k] = append(g.namespaced[ns][k], u.GetName())
+			if isWorkload(u) { // converge watches it to see its rollout end at once
+				g.addExtra(ns, rbacKey{k.group, k.resource + ":watch"}, u.GetName())
+			}
 		default:
 			g.cluster[k] = append(g.cluster[k], u.GetName())
 		}
@@ -272,7 +276,7 @@ func headRules(r []rbacv1.PolicyRule) []rbacv1.PolicyRule {
 func rolloutKinds(objs []*unstructured.Unstructured) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	for _, u := range objs {
-		if u.GetAPIVersion() != "apps/v1" || !podKinds[u.GetKind()] {
+		if !isWorkload(u) {
 			continue
 		}
 		if out[u.GetNamespace()] == nil {
@@ -281,6 +285,12 @@ func rolloutKinds(objs []*unstructured.Unstructured) map[string]map[string]bool 
 		out[u.GetNamespace()][u.GetKind()] = true
 	}
 	return out
+}
+
+// isWorkload says whether u is an apps/v1 Deployment, StatefulSet or
+// DaemonSet: converge explains its rollout by its pods, and may watch it.
+func isWorkload(u *unstructured.Unstructured) bool {
+	return u.GetAPIVersion() == "apps/v1" && podKinds[u.GetKind()]
 }
 
 // rolloutReadNeeds are the LISTs that explain the rollouts of kinds in
