@@ -15,6 +15,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
 // The access check makes the ceremony fail closed on missing permissions.
@@ -23,8 +24,8 @@ import (
 // will use — get and update (and, with no Head yet, create) of the Head,
 // get and patch of every object, create of every object that does not
 // exist yet, list of pods (and replicasets) where the release has
-// workloads whose rollout converge explains — and refuses (invalid input) when one is missing. Without it
-// a deployer lacking, say, `get` on one object (the convergence read) or
+// workloads whose rollout converge explains — and refuses (invalid input) when one is missing.
+// Without it a deployer lacking, say, `get` on one object (the convergence read) or
 // `update` on the Head (the commit of an install) applied the whole
 // release and only then failed, leaving the Head applying: the reliability
 // campaign found both (hack/reliability, least privilege).
@@ -43,6 +44,10 @@ import (
 // deployer holds the role's permissions — is asked by a server-side dry-run of
 // the release's Roles and bindings: preflight dry-runs every object anyway,
 // and apply does it here, since permissions can change between the two.
+//
+// It also notes which workloads the namespace's RBAC rules let the caller
+// watch by name (Options.watchable): converge watches those to poll as soon
+// as they change, and never tries a watch the rules do not show.
 
 // rbacDryRun asks checkAccess to dry-run the release's Roles and bindings
 // with this field manager.
@@ -60,7 +65,7 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 	if err != nil {
 		return err
 	}
-	c := &accessCheck{o: o, cache: access.NewFastReview(o.Cluster), dry: dry}
+	c := &accessCheck{o: o, cache: access.NewFastReview(o.Cluster), dry: dry, watch: map[inventory.Identity]bool{}}
 	var g errgroup.Group
 	g.SetLimit(max(o.Parallelism, 1))
 	needs := headNeeds(ns, headExists)
@@ -86,6 +91,7 @@ func (o *Options) checkAccess(ctx context.Context, objs []*unstructured.Unstruct
 		return access.MissingError(append(s, c.refused...), "`kubectl ql3 rbac DIR` prints the least privilege")
 	}
 	o.say("access: every permission the apply needs is held (%d objects)", len(list))
+	o.watchable = c.watch
 	return nil
 }
 
@@ -147,6 +153,7 @@ type accessCheck struct {
 	dry   *rbacDryRun
 
 	mu       sync.Mutex
+	watch    map[inventory.Identity]bool // workloads the rules let converge watch
 	missing  []access.Access
 	refused  []string // RBAC objects whose dry-run was forbidden
 	firstErr error
@@ -194,6 +201,11 @@ func (c *accessCheck) object(ctx context.Context, ob accessObject) {
 	}
 	if c.dry != nil && ob.group == rbacGroup {
 		c.dryRunRBAC(ctx, ob.u)
+	}
+	if isWorkload(ob.u) && c.cache.RulesAllowed(ctx, at("watch")) {
+		c.mu.Lock()
+		c.watch[identityOf(ob.u)] = true
+		c.mu.Unlock()
 	}
 }
 

@@ -47,6 +47,11 @@ import (
 // the poll's own requests at convergeReadsPerSecond, up to convergeMaxPause:
 // hundreds of objects waiting on a controller, read by name, cost about
 // convergeReadsPerSecond requests a second, not one per object per poll.
+//
+// After the apply, the workloads still waited for are watched by name where
+// the deployer's RBAC rules allow it (watchChanges): each change ends the
+// pause (though never below the floor), so that a rollout's end is read when
+// it happens. The watch only wakes the poll; the poll's read is recorded.
 const (
 	listMin  = 8
 	listPage = 500
@@ -96,6 +101,11 @@ type convergence struct {
 	lastCost int64
 	shown    time.Time
 	wake     chan struct{}
+	// rv is each object's resourceVersion at its last read: where a watch
+	// of it starts. changed is signalled by the watches (watchChanges).
+	rv       map[inventory.Identity]string
+	changed  chan struct{}
+	watching bool
 }
 
 func (o *Options) newConvergence(ids []inventory.Identity) *convergence {
@@ -106,7 +116,7 @@ func (o *Options) newConvergence(ids []inventory.Identity) *convergence {
 	total := len(ids)
 	c := &convergence{o: o, r: &reader{o: o, noList: map[groupKey]bool{}, size: size}, p: o.progress(), total: total,
 		current: map[inventory.Identity]objectResult{}, early: map[inventory.Identity]bool{}, message: map[inventory.Identity]string{},
-		backoff: pollBackoff(), wake: make(chan struct{}, 1)}
+		backoff: pollBackoff(), wake: make(chan struct{}, 1), rv: map[inventory.Identity]string{}, changed: make(chan struct{}, 1)}
 	c.p.start(total)
 	return c
 }
@@ -151,6 +161,9 @@ func (c *convergence) poll(ctx context.Context, ids []inventory.Identity, par in
 	c.polls++
 	c.lastCost = c.r.lists.Load() + c.r.gets.Load() - before
 	for _, rr := range res {
+		if rr.rv != "" {
+			c.rv[rr.ID] = rr.rv
+		}
 		if rr.err == nil {
 			c.current[rr.ID], c.early[rr.ID] = rr, early
 			delete(c.message, rr.ID)
@@ -165,14 +178,17 @@ func (c *convergence) poll(ctx context.Context, ids []inventory.Identity, par in
 }
 
 // pause is the wait before the next poll: the backoff's next step, but at
-// least the last poll's requests at convergeReadsPerSecond, at most
-// convergeMaxPause.
-func (c *convergence) pause() time.Duration {
+// least the last poll's requests at convergeReadsPerSecond (floor), at
+// most convergeMaxPause.
+func (c *convergence) pause() (d, floor time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d := c.backoff.Step()
-	floor := time.Duration(c.lastCost) * time.Second / convergeReadsPerSecond
-	return min(max(d, floor), convergeMaxPause)
+	d = c.backoff.Step()
+	floor = min(time.Duration(c.lastCost)*time.Second/convergeReadsPerSecond, convergeMaxPause)
+	if c.o.pollPause > 0 {
+		return c.o.pollPause, floor
+	}
+	return min(max(d, floor), convergeMaxPause), floor
 }
 
 // refresh shows the counts and what still waits (at most every
@@ -209,12 +225,13 @@ func (c *convergence) watch(ctx context.Context, stop <-chan struct{}) {
 	for {
 		if ids := c.pending(); len(ids) > 0 {
 			c.poll(ctx, ids, par, true)
+			d, _ := c.pause()
 			select {
 			case <-ctx.Done():
 				return
 			case <-stop:
 				return
-			case <-time.After(c.pause()):
+			case <-time.After(d):
 			}
 			continue
 		}
@@ -257,10 +274,9 @@ func (o *Options) converge(parent context.Context, applied []objectResult, h *He
 			break
 		}
 		pending = still
-		select {
-		case <-ctx.Done():
+		c.watchChanges(ctx, ids)
+		if !c.next(ctx) {
 			return "", o.notReady(parent, c, applied, pending, h)
-		case <-time.After(c.pause()):
 		}
 	}
 	done := make([]objectResult, len(applied))
@@ -556,7 +572,7 @@ func (r *reader) stopListing(k groupKey, why string) {
 // checkCurrent is one object's convergence result: kstatus on what was
 // just read.
 func checkCurrent(id inventory.Identity, u *unstructured.Unstructured) objectResult {
-	r := objectResult{ID: id}
+	r := objectResult{ID: id, rv: u.GetResourceVersion()}
 	st, err := status.Compute(u)
 	if err != nil {
 		r.err = err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
@@ -217,5 +220,102 @@ func TestConvergeSaysWhenPodsCannotBeRead(t *testing.T) {
 	_, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
 	if !fail.Is(err, fail.Unavailable) || !strings.Contains(err.Error(), "list pods in namespace "+ns+" is forbidden") || !strings.Contains(err.Error(), "/Deployment/"+ns+"/ql3-worker") {
 		t.Fatalf("apply: %v (class %v), want unavailable saying the pods of ql3-worker could not be listed", err, fail.ClassOf(err))
+	}
+}
+
+// onLine is a progress writer that closes seen when a line containing want
+// is written.
+type onLine struct {
+	t    *testing.T
+	want string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (w *onLine) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	if strings.Contains(string(p), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+// With the roles `kubectl ql3 rbac` prints, converge watches, by name, the
+// workload it waits for and reads it again as soon as it changes. The
+// pause between polls is made an hour, so the apply can only finish
+// because the watch woke the poll: ql3-worker (one replica: the test
+// cluster has no node, so it never becomes Available) is scaled to zero
+// by another client once the release is applied. The audit log shows the
+// deployer's watch of exactly that Deployment, answered, and no request of
+// the deployer refused. Without the watch rule the deployer never tries
+// one: the timer alone paces the polls.
+func TestConvergeWatchWakesThePoll(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		watch bool
+	}{{"printed roles", true}, {"roles without watch", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := targetNamespace(t)
+			dir := release(t, "v3.0.0", ns, "")
+			editReleaseFile(t, dir, "worker.yaml", "3.0.0", func(w string) string { return strings.Replace(w, "replicas: 0", "replicas: 1", 1) })
+			rel, err := inventory.Render(filesys.MakeFsOnDisk(), dir, inventory.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			user := "watcher-" + ns
+			objs, err := deploy.RBAC(rel.Objects, ns, cluster(t, cp.RESTConfig()).Mapper(), deploy.RBACSubject{User: user})
+			if err != nil {
+				t.Fatal(err)
+			}
+			isWatch := func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "deployments") }
+			if !tc.watch && testcluster.DropVerb(objs, "watch", isWatch) != 1 {
+				t.Fatal("the printed roles grant no watch on the release's Deployments")
+			}
+			cp.GrantAll(t, objs)
+			pw := &onLine{t: t, want: "server-side applied", seen: make(chan struct{})}
+			o := options(t, cluster(t, userConfig(t, user)), t.TempDir())
+			o.Progress, o.Timeout = pw, time.Minute
+			if tc.watch {
+				o.SetPollPause(time.Hour)
+			}
+			pf := preflight(t, o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
+			go func() {
+				<-pw.seen
+				_, err := cp.Clientset().AppsV1().Deployments(ns).Patch(context.Background(), "ql3-worker", types.MergePatchType,
+					[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{FieldManager: "scaler"})
+				if err != nil {
+					t.Errorf("scale ql3-worker to 0: %v", err)
+				}
+			}()
+			if _, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record}); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			events, err := cp.Events(func(e testcluster.AuditEvent) bool { return e.User.Username == user })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var watches []string
+			for _, e := range events {
+				if e.ResponseStatus.Code == 403 {
+					t.Errorf("the deployer was refused: %s %s", e.Verb, e.RequestURI)
+				}
+				if e.Verb == "watch" && e.Stage == "ResponseStarted" {
+					watches = append(watches, fmt.Sprintf("%s %s/%s %d", e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name, e.ResponseStatus.Code))
+				}
+			}
+			worker := "deployments " + ns + "/ql3-worker 200"
+			switch {
+			case tc.watch && !slices.Contains(watches, worker):
+				t.Fatalf("the deployer's watches: %q, want one of ql3-worker by name, answered", watches)
+			case !tc.watch && len(watches) > 0:
+				t.Fatalf("the deployer, not granted watch, tried: %q", watches)
+			}
+			for _, w := range watches {
+				if !strings.HasPrefix(w, "deployments "+ns+"/ql3-") || !strings.HasSuffix(w, " 200") {
+					t.Errorf("a watch not of one of the release's Deployments by name: %s", w)
+				}
+			}
+		})
 	}
 }

@@ -43,6 +43,13 @@ type Options struct {
 	RenderCache *rendercache.Cache
 
 	conv *convergence // the convergence read applyAll starts and converge finishes
+	// watchable are the workloads whose watch by name the deployer's RBAC
+	// rules grant (checkAccess): converge watches them to poll as soon as
+	// they change.
+	watchable map[inventory.Identity]bool
+	// pollPause, when set (tests), is every pause between converge's polls
+	// after the apply, instead of the backoff and its 5 s cap.
+	pollPause time.Duration
 }
 
 func (o *Options) defaults() {

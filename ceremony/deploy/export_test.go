@@ -1,6 +1,9 @@
 package deploy
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // WriteHead is the ceremony's own Head write (writeHead: the ConfigMap of
 // to, a create or an update carrying resourceVersion, settled by reading),
@@ -12,3 +15,7 @@ func (o *Options) WriteHead(ctx context.Context, ns, resourceVersion string, fro
 	}
 	return ref.resourceVersion, nil
 }
+
+// SetPollPause makes every pause between converge's polls after the apply
+// d: a test that must see converge woken by its watch makes it an hour.
+func (o *Options) SetPollPause(d time.Duration) { o.pollPause = d }

@@ -7,8 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -43,6 +45,10 @@ type Cluster interface {
 	// cluster-scoped kind): the convergence read's fast path, which falls
 	// back to Get by name when the caller may not list.
 	ListPage(ctx context.Context, gvk schema.GroupVersionKind, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
+	// Watch watches the one object id from resourceVersion rv, with a
+	// field selector on its name (which RBAC authorizes by name): what
+	// wakes converge's poll early, never what it records.
+	Watch(ctx context.Context, id inventory.Identity, rv string) (watch.Interface, error)
 	// Mapper resolves kinds to resources; Reset forgets cached discovery
 	// (after CRDs were created).
 	Mapper() meta.RESTMapper
@@ -132,6 +138,18 @@ func (k *kubeCluster) Get(ctx context.Context, id inventory.Identity) (*unstruct
 		return nil, err
 	}
 	return ri.Get(ctx, id.Name, metav1.GetOptions{})
+}
+
+func (k *kubeCluster) Watch(ctx context.Context, id inventory.Identity, rv string) (watch.Interface, error) {
+	gv, err := schema.ParseGroupVersion(id.APIVersion)
+	if err != nil {
+		return nil, err
+	}
+	ri, err := k.resource(gv.WithKind(id.Kind), id.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return ri.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", id.Name).String(), ResourceVersion: rv})
 }
 
 func (k *kubeCluster) Delete(ctx context.Context, id inventory.Identity, opts metav1.DeleteOptions) error {

@@ -95,6 +95,7 @@ type objectResult struct {
 	UID        string             `json:"uid,omitempty"`
 	Generation int64              `json:"generation,omitempty"`
 	err        error
+	rv         string // the resourceVersion read (converge's watches start there)
 }
 
 // forEach runs fn over objs with at most n in flight and returns results in

@@ -1,0 +1,87 @@
+package deploy
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/qinglong/kubectl-ql3/inventory"
+)
+
+// maxWatches bounds the watches converge opens (watchChanges): what a
+// small release waits for is a few workloads' rollouts.
+const maxWatches = 16
+
+// next waits for the next poll after apply: the pause, cut short when a
+// watch saw a watched object change, though never below the floor. It
+// returns false when ctx ended first.
+func (c *convergence) next(ctx context.Context) bool {
+	d, floor := c.pause()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-c.changed:
+	}
+	f := time.NewTimer(floor)
+	defer f.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-f.C:
+		return true
+	}
+}
+
+// watchChanges watches, once per command, up to maxWatches of ids that
+// the deployer's RBAC rules let it watch (Options.watchable), each from
+// the resourceVersion its last read saw: a change wakes the next poll
+// (next), so that a rollout's end is read at once instead of up to a
+// pause later. The watch only wakes: what converge records is always
+// the poll's own read. A watch that fails or ends leaves the timer alone
+// to pace the polls.
+func (c *convergence) watchChanges(ctx context.Context, ids []inventory.Identity) {
+	if c.watching {
+		return
+	}
+	c.watching = true
+	n := 0
+	for _, id := range ids {
+		c.mu.Lock()
+		rv := c.rv[id]
+		c.mu.Unlock()
+		if n == maxWatches || rv == "" || !c.o.watchable[id] {
+			continue
+		}
+		n++
+		go c.wakeOnChange(ctx, id, rv)
+	}
+}
+
+// wakeOnChange signals changed at each event of a watch of id from rv,
+// until ctx ends or the watch does.
+func (c *convergence) wakeOnChange(ctx context.Context, id inventory.Identity, rv string) {
+	w, err := c.o.Cluster.Watch(ctx, id, rv)
+	if err != nil {
+		return
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return
+			}
+			select {
+			case c.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
