@@ -274,7 +274,7 @@ func (o *Options) converge(parent context.Context, applied []objectResult, h *He
 			break
 		}
 		pending = still
-		c.watchChanges(ctx, ids)
+		c.watchChanges(ctx, applied, pending)
 		if !c.next(ctx) {
 			return "", o.notReady(parent, c, applied, pending, h)
 		}

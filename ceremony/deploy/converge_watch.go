@@ -37,20 +37,22 @@ func (c *convergence) next(ctx context.Context) bool {
 	}
 }
 
-// watchChanges watches, once per command, up to maxWatches of ids that
-// the deployer's RBAC rules let it watch (Options.watchable), each from
-// the resourceVersion its last read saw: a change wakes the next poll
-// (next), so that a rollout's end is read at once instead of up to a
-// pause later. The watch only wakes: what converge records is always
-// the poll's own read. A watch that fails or ends leaves the timer alone
-// to pace the polls.
-func (c *convergence) watchChanges(ctx context.Context, ids []inventory.Identity) {
+// watchChanges watches, once per command, up to maxWatches of the objects
+// applied[pending] (still not Current after the first poll that followed
+// the apply) that the deployer's RBAC rules let it watch
+// (Options.watchable), each from the resourceVersion its last read saw: a
+// change wakes the next poll (next), so that a rollout's end is read at
+// once instead of up to a pause later. The watch only wakes: what converge
+// records is always the poll's own read. A watch that fails or ends leaves
+// the timer alone to pace the polls.
+func (c *convergence) watchChanges(ctx context.Context, applied []objectResult, pending []int) {
 	if c.watching {
 		return
 	}
 	c.watching = true
 	n := 0
-	for _, id := range ids {
+	for _, i := range pending {
+		id := applied[i].ID
 		c.mu.Lock()
 		rv := c.rv[id]
 		c.mu.Unlock()
