@@ -162,6 +162,14 @@ func DigestOfMemberArray[T any](domain string, obj map[string]any, member string
 // errPlaceholderInShell: the shell cannot be split around its array.
 var errPlaceholderInShell = errors.New("the object holds the array placeholder itself: digest it whole")
 
+// ErrPlaceholderInShell is NewArrayDigestIn's error for a shell that holds
+// ArrayPlaceholder other than exactly once: digest the whole value instead.
+var ErrPlaceholderInShell = errPlaceholderInShell
+
+// ArrayPlaceholder is the string that stands for the array in the shell of
+// NewArrayDigestIn.
+const ArrayPlaceholder = arrayPlaceholder
+
 // NewMemberArrayDigest starts DigestOf(domain, obj with obj[member] = the
 // array to be added), for an array that is never held whole: Add each
 // element in order, then Sum. obj is not modified; a nil obj digests the
@@ -174,6 +182,16 @@ func NewMemberArrayDigest(domain string, obj map[string]any, member string) (*Ar
 	}
 	shell := maps.Clone(obj)
 	shell[member] = arrayPlaceholder
+	return NewArrayDigestIn(domain, shell)
+}
+
+// NewArrayDigestIn starts DigestOf(domain, shell with the string
+// ArrayPlaceholder, wherever it stands in it, replaced by the array to be
+// added): Add each element in order, then Sum. The shell is canonicalised
+// whole, then split at the placeholder's canonical form; it fails with
+// ErrPlaceholderInShell unless that form occurs in it exactly once (the
+// caller then digests the whole value).
+func NewArrayDigestIn(domain string, shell any) (*ArrayDigest, error) {
 	c, err := Canonical(shell)
 	if err != nil {
 		return nil, err
@@ -215,12 +233,18 @@ func (a *ArrayDigest) Add(item any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.AddCanonical(c)
+	return c, nil
+}
+
+// AddCanonical hashes the next element given as its canonical JSON, c,
+// which the caller vouches for (AppendCanonical of an Identity).
+func (a *ArrayDigest) AddCanonical(c []byte) {
 	if a.n > 0 {
 		a.h.Write([]byte{','})
 	}
 	a.n++
 	a.h.Write(c)
-	return c, nil
 }
 
 // Sum is the digest of the elements added; call it once, last.

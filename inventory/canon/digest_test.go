@@ -3,6 +3,7 @@ package canon
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -73,6 +74,41 @@ func TestDigestOfMemberArray(t *testing.T) {
 	want, _ := DigestOf(DomainRender, map[string]any{"objects": []any{}, "schema": "s"})
 	if got, err := DigestOfMemberArray[any](DomainRender, map[string]any{"schema": "s"}, "objects", nil); err != nil || got != want {
 		t.Errorf("nil items: %s (%v), want the empty array's %s", got, err, want)
+	}
+}
+
+// TestNewArrayDigestIn: the array may stand anywhere in the shell, nested
+// in objects and arrays; a shell without the placeholder, or with it
+// twice, is refused so that the caller digests the whole value.
+func TestNewArrayDigestIn(t *testing.T) {
+	items := []any{map[string]any{"b": 2, "a": "x"}, "y"}
+	for _, tc := range []struct{ shell, whole any }{
+		{ArrayPlaceholder, items},
+		{map[string]any{"current": map[string]any{"inventory": ArrayPlaceholder, "version": "1"}, "z": 1},
+			map[string]any{"current": map[string]any{"inventory": items, "version": "1"}, "z": 1}},
+		{[]any{1, map[string]any{"x": ArrayPlaceholder}}, []any{1, map[string]any{"x": items}}},
+	} {
+		want, err := DigestOf(DomainRender, tc.whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := NewArrayDigestIn(DomainRender, tc.shell)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.shell, err)
+		}
+		for _, item := range items {
+			if _, err := a.Add(item); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := a.Sum(); got != want {
+			t.Errorf("%v: %s, want %s", tc.shell, got, want)
+		}
+	}
+	for _, shell := range []any{map[string]any{"a": 1}, []any{ArrayPlaceholder, ArrayPlaceholder}} {
+		if _, err := NewArrayDigestIn(DomainRender, shell); !errors.Is(err, ErrPlaceholderInShell) {
+			t.Errorf("%v: %v, want ErrPlaceholderInShell", shell, err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -65,7 +66,82 @@ func CheckSortedUnique(ids []Identity) error {
 // InventoryDigest is the digest of a sorted inventory: the canonical JSON
 // array of identities under the "inventory" domain.
 func InventoryDigest(ids []Identity) (string, error) {
-	return DigestOfArray(DomainInventory, ids)
+	a := NewArrayDigest(DomainInventory)
+	if err := a.AddIdentities(ids); err != nil {
+		return "", err
+	}
+	return a.Sum(), nil
+}
+
+// AppendCanonical appends id's canonical JSON to b, byte for byte
+// Canonical(id) — the members in the order of their names' UTF-16 code
+// units (apiVersion, kind, name, namespace), each string as RFC 8785
+// §3.2.2.2 writes it — without the reflection and the re-parse: the
+// inventories of the Head and the receipts are hashed whole at every read
+// and write (FuzzAppendCanonical holds it to Canonical). It reports false,
+// b unchanged, when a string is not valid UTF-8: Canonical's form of that
+// is the JSON encoder's, which replaces the bytes.
+func (id Identity) AppendCanonical(b []byte) ([]byte, bool) {
+	if !utf8.ValidString(id.APIVersion) || !utf8.ValidString(id.Kind) || !utf8.ValidString(id.Name) || !utf8.ValidString(id.Namespace) {
+		return b, false
+	}
+	b = append(b, `{"apiVersion":`...)
+	b = appendString(b, id.APIVersion)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, id.Kind)
+	b = append(b, `,"name":`...)
+	b = appendString(b, id.Name)
+	b = append(b, `,"namespace":`...)
+	b = appendString(b, id.Namespace)
+	return append(b, '}'), true
+}
+
+// appendString appends s, valid UTF-8, as RFC 8785 serialises a string:
+// quotation mark and reverse solidus escaped, U+0008, U+0009, U+000A,
+// U+000C and U+000D as \b \t \n \f \r, the other code points below U+0020
+// as \u00xx with lowercase hex digits, every other code point as it is.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c >= 0x20:
+			b = append(b, c)
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+	}
+	return append(b, '"')
+}
+
+// AddIdentities adds each of ids in order (AppendCanonical, Canonical for
+// an identity it cannot write).
+func (a *ArrayDigest) AddIdentities(ids []Identity) error {
+	var buf []byte
+	for _, id := range ids {
+		c, ok := id.AppendCanonical(buf[:0])
+		if !ok {
+			var err error
+			if c, err = Canonical(id); err != nil {
+				return fmt.Errorf("identity %s: %w", id, err)
+			}
+		}
+		a.AddCanonical(c)
+		buf = c
+	}
+	return nil
 }
 
 // Missing returns the identities of a whose object is absent from b, in a's

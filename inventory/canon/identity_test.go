@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -221,6 +222,36 @@ func FuzzScalar(f *testing.F) {
 		var back map[string]any
 		if err := sigsyaml.Unmarshal([]byte("{k: "+s+"}"), &back); err != nil || back["k"] != s {
 			t.Fatalf("plain %q read back as %#v (%v)", s, back["k"], err)
+		}
+	})
+}
+
+// FuzzAppendCanonical: an identity's fast canonical form is Canonical's,
+// byte for byte, for any four strings it accepts (valid UTF-8, every
+// control character, quotes, backslashes, U+2028, HTML characters the JSON
+// encoder escapes); the inventory digest over it is the generic
+// element-at-a-time digest's.
+func FuzzAppendCanonical(f *testing.F) {
+	f.Add("v1", "ConfigMap", "ns", "cm-00042")
+	f.Add("a\"b\\c", "\x00\x01\b\t\n\v\f\r\x1f\x7f", "<>&\u2028\u2029", "é\U0001F600\ufffe")
+	f.Add("\xff", "k", "", "n")
+	f.Fuzz(func(t *testing.T, apiVersion, kind, ns, name string) {
+		id := Identity{APIVersion: apiVersion, Kind: kind, Namespace: ns, Name: name}
+		want, werr := Canonical(id)
+		got, ok := id.AppendCanonical([]byte("prefix"))
+		switch {
+		case ok && (werr != nil || string(got) != "prefix"+string(want)):
+			t.Fatalf("%#v: AppendCanonical %q, Canonical %q (%v)", id, got, want, werr)
+		case !ok && string(got) != "prefix":
+			t.Fatalf("%#v: refused, yet appended: %q", id, got)
+		case !ok && utf8.ValidString(apiVersion) && utf8.ValidString(kind) && utf8.ValidString(ns) && utf8.ValidString(name):
+			t.Fatalf("%#v: valid UTF-8 refused", id)
+		}
+		ids := []Identity{id, {APIVersion: "v1", Kind: kind, Name: name}}
+		fast, ferr := InventoryDigest(ids)
+		slow, serr := DigestOfArray(DomainInventory, ids)
+		if (ferr == nil) != (serr == nil) || fast != slow {
+			t.Fatalf("%#v: InventoryDigest %s (%v), DigestOfArray %s (%v)", id, fast, ferr, slow, serr)
 		}
 	})
 }
