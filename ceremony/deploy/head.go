@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -143,11 +144,56 @@ func (h *Head) Seal() error {
 		h.Previous, h.Target, h.Tool, h.PreviousReceiptDigest); err != nil {
 		return err
 	}
-	if h.StateDigest, err = digestWithout(inventory.DomainHeadState, h, "stateDigest", "selfDigest"); err != nil {
+	if h.StateDigest, err = h.digestWithout(inventory.DomainHeadState, "stateDigest", "selfDigest"); err != nil {
 		return err
 	}
-	h.SelfDigest, err = digestWithout(inventory.DomainHead, h, "selfDigest")
+	h.SelfDigest, err = h.digestWithout(inventory.DomainHead, "selfDigest")
 	return err
+}
+
+// digestWithout is digestWithout(domain, h, drop...), the current
+// inventory (nearly all of a large Head) hashed one identity at a time
+// into the canonical JSON of the rest (canon.NewArrayDigestIn,
+// Identity.AppendCanonical): the same bytes hashed, without canonicalising
+// the whole document through a parse tree, which every Head read and
+// write does twice.
+func (h *Head) digestWithout(domain string, drop ...string) (string, error) {
+	if h.Current.Inventory == nil {
+		return digestWithout(domain, h, drop...)
+	}
+	shell := *h
+	shell.Current.Inventory = nil
+	raw, err := json.Marshal(&shell)
+	if err != nil {
+		return "", err
+	}
+	var m, cur map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal(m["current"], &cur); err != nil {
+		return "", err
+	}
+	for _, k := range drop {
+		delete(m, k)
+	}
+	if cur["inventory"], err = json.Marshal(canon.ArrayPlaceholder); err != nil {
+		return "", err
+	}
+	if m["current"], err = json.Marshal(cur); err != nil {
+		return "", err
+	}
+	a, err := canon.NewArrayDigestIn(domain, m)
+	if errors.Is(err, canon.ErrPlaceholderInShell) {
+		return digestWithout(domain, h, drop...)
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := a.AddIdentities(h.Current.Inventory); err != nil {
+		return "", err
+	}
+	return a.Sum(), nil
 }
 
 // digestWithout digests the canonical JSON of v with the named top-level
