@@ -157,7 +157,13 @@ func (r *Receipt) encode() (encoded, error) {
 		if opts == "omitempty" && rv.Field(i).IsZero() {
 			continue // absent, as encoding/json omits it
 		}
-		c, err := canon.Canonical(rv.Field(i).Interface())
+		var c []byte
+		var err error
+		if ids, ok := rv.Field(i).Interface().([]canon.Identity); ok {
+			c, err = canon.CanonicalIdentities(ids) // the inventory: most of a large receipt
+		} else {
+			c, err = canon.Canonical(rv.Field(i).Interface())
+		}
 		if err != nil {
 			return enc, fmt.Errorf("field %q: %w", name, err)
 		}

@@ -126,6 +126,30 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// CanonicalIdentities is Canonical(ids), each identity written by
+// AppendCanonical (Canonical for one it cannot write): a receipt's
+// inventory member, without the whole array's parse tree.
+func CanonicalIdentities(ids []Identity) ([]byte, error) {
+	if ids == nil {
+		return Canonical(ids)
+	}
+	b := append(make([]byte, 0, 2+len(ids)*96), '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = id.AppendCanonical(b); !ok {
+			c, err := Canonical(id)
+			if err != nil {
+				return nil, fmt.Errorf("identity %s: %w", id, err)
+			}
+			b = append(b, c...)
+		}
+	}
+	return append(b, ']'), nil
+}
+
 // AddIdentities adds each of ids in order (AppendCanonical, Canonical for
 // an identity it cannot write).
 func (a *ArrayDigest) AddIdentities(ids []Identity) error {

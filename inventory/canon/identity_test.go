@@ -248,6 +248,13 @@ func FuzzAppendCanonical(f *testing.F) {
 			t.Fatalf("%#v: valid UTF-8 refused", id)
 		}
 		ids := []Identity{id, {APIVersion: "v1", Kind: kind, Name: name}}
+		for _, list := range [][]Identity{ids, {}, nil} {
+			want, werr := Canonical(list)
+			got, gerr := CanonicalIdentities(list)
+			if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+				t.Fatalf("%#v: CanonicalIdentities %q (%v), Canonical %q (%v)", list, got, gerr, want, werr)
+			}
+		}
 		fast, ferr := InventoryDigest(ids)
 		slow, serr := DigestOfArray(DomainInventory, ids)
 		if (ferr == nil) != (serr == nil) || fast != slow {
