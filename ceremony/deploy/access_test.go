@@ -51,7 +51,7 @@ func TestMissingPermissionFailsClosed(t *testing.T) {
 		}, "get customresourcedefinitions.apiextensions.k8s.io/widgets.demo.qinglong.io"},
 		// RBAC's escalation checks, which only a dry-run answers.
 		// A rule of the release's Role (watch on widgets, the only rule
-		// that grants watch): without it the deployer does not hold every
+		// that grants watch on them): without it the deployer does not hold every
 		// permission of the Role, so RBAC refuses to let it write one.
 		{"a rule of the release's Role", "watch", func(r rbacv1.PolicyRule) bool {
 			return slices.Contains(r.Resources, "widgets") && len(r.ResourceNames) == 0

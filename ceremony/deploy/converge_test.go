@@ -245,15 +245,19 @@ func (w *onLine) Write(p []byte) (int, error) {
 // pause between polls is made an hour, so the apply can only finish
 // because the watch woke the poll: ql3-worker (one replica: the test
 // cluster has no node, so it never becomes Available) is scaled to zero
-// by another client once the release is applied. The audit log shows the
-// deployer's watch of exactly that Deployment, answered, and no request of
-// the deployer refused. Without the watch rule the deployer never tries
-// one: the timer alone paces the polls.
+// by another client once converge says it watches (a change made before
+// the watch is established is still seen: the watch starts at the
+// resourceVersion of the last read). The audit log shows the deployer's
+// watch of exactly that Deployment, answered, and no request of the
+// deployer refused. Without the watch rule the deployer never tries one:
+// the timer alone paces the polls, and the scale comes once the release is
+// applied.
 func TestConvergeWatchWakesThePoll(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		watch bool
-	}{{"printed roles", true}, {"roles without watch", false}} {
+		after string // the progress line the scale waits for
+	}{{"printed roles", true, "converge: watching"}, {"roles without watch", false, "server-side applied"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns := targetNamespace(t)
@@ -273,22 +277,31 @@ func TestConvergeWatchWakesThePoll(t *testing.T) {
 				t.Fatal("the printed roles grant no watch on the release's Deployments")
 			}
 			cp.GrantAll(t, objs)
-			pw := &onLine{t: t, want: "server-side applied", seen: make(chan struct{})}
+			pw := &onLine{t: t, want: tc.after, seen: make(chan struct{})}
 			o := options(t, cluster(t, userConfig(t, user)), t.TempDir())
 			o.Progress, o.Timeout = pw, time.Minute
 			if tc.watch {
 				o.SetPollPause(time.Hour)
 			}
 			pf := preflight(t, o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
+			applied, scaled := make(chan struct{}), make(chan error, 1)
 			go func() {
-				<-pw.seen
+				select {
+				case <-pw.seen:
+				case <-applied:
+					scaled <- errors.New("the apply ended before the line the scale waits for")
+					return
+				}
 				_, err := cp.Clientset().AppsV1().Deployments(ns).Patch(context.Background(), "ql3-worker", types.MergePatchType,
 					[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{FieldManager: "scaler"})
-				if err != nil {
-					t.Errorf("scale ql3-worker to 0: %v", err)
-				}
+				scaled <- err
 			}()
-			if _, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record}); err != nil {
+			_, err = deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record})
+			close(applied)
+			if serr := <-scaled; serr != nil {
+				t.Errorf("scale ql3-worker to 0: %v", serr)
+			}
+			if err != nil {
 				t.Fatalf("apply: %v", err)
 			}
 			events, err := cp.Events(func(e testcluster.AuditEvent) bool { return e.User.Username == user })

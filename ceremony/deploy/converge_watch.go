@@ -14,9 +14,11 @@ import (
 const maxWatches = 16
 
 // next waits for the next poll after apply: the pause, cut short when a
-// watch saw a watched object change, though never below the floor. It
+// watch saw a watched object change, though never to less than the floor
+// counted from the pause's start, and never past the pause itself. It
 // returns false when ctx ended first.
 func (c *convergence) next(ctx context.Context) bool {
+	start := time.Now()
 	d, floor := c.pause()
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -27,11 +29,17 @@ func (c *convergence) next(ctx context.Context) bool {
 		return true
 	case <-c.changed:
 	}
-	f := time.NewTimer(floor)
+	left := floor - time.Since(start)
+	if left <= 0 {
+		return true
+	}
+	f := time.NewTimer(left)
 	defer f.Stop()
 	select {
 	case <-ctx.Done():
 		return false
+	case <-t.C:
+		return true
 	case <-f.C:
 		return true
 	}
@@ -61,6 +69,9 @@ func (c *convergence) watchChanges(ctx context.Context, applied []objectResult, 
 		}
 		n++
 		go c.wakeOnChange(ctx, id, rv)
+	}
+	if n > 0 {
+		c.o.say("converge: watching %d workload(s) by name: a change ends the pause before the next poll", n)
 	}
 }
 

@@ -48,7 +48,8 @@ type Options struct {
 	// they change.
 	watchable map[inventory.Identity]bool
 	// pollPause, when set (tests), is every pause between converge's polls
-	// after the apply, instead of the backoff and its 5 s cap.
+	// (those during the apply end with it), instead of the backoff and its
+	// 5 s cap.
 	pollPause time.Duration
 }
 
