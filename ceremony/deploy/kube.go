@@ -112,6 +112,15 @@ func (k *kubeCluster) resource(gvk schema.GroupVersionKind, ns string) (dynamic.
 	return k.dyn.Resource(m.Resource), nil
 }
 
+// objectResource is the dynamic client of id's resource, in its namespace.
+func (k *kubeCluster) objectResource(id inventory.Identity) (dynamic.ResourceInterface, error) {
+	gv, err := schema.ParseGroupVersion(id.APIVersion)
+	if err != nil {
+		return nil, err
+	}
+	return k.resource(gv.WithKind(id.Kind), id.Namespace)
+}
+
 func (k *kubeCluster) Apply(ctx context.Context, obj *unstructured.Unstructured, fieldManager string, force, dryRun bool) (*unstructured.Unstructured, error) {
 	ri, err := k.resource(obj.GroupVersionKind(), obj.GetNamespace())
 	if err != nil {
@@ -129,11 +138,7 @@ func (k *kubeCluster) Apply(ctx context.Context, obj *unstructured.Unstructured,
 }
 
 func (k *kubeCluster) Get(ctx context.Context, id inventory.Identity) (*unstructured.Unstructured, error) {
-	gv, err := schema.ParseGroupVersion(id.APIVersion)
-	if err != nil {
-		return nil, err
-	}
-	ri, err := k.resource(gv.WithKind(id.Kind), id.Namespace)
+	ri, err := k.objectResource(id)
 	if err != nil {
 		return nil, err
 	}
@@ -141,11 +146,7 @@ func (k *kubeCluster) Get(ctx context.Context, id inventory.Identity) (*unstruct
 }
 
 func (k *kubeCluster) Watch(ctx context.Context, id inventory.Identity, rv string) (watch.Interface, error) {
-	gv, err := schema.ParseGroupVersion(id.APIVersion)
-	if err != nil {
-		return nil, err
-	}
-	ri, err := k.resource(gv.WithKind(id.Kind), id.Namespace)
+	ri, err := k.objectResource(id)
 	if err != nil {
 		return nil, err
 	}
@@ -153,11 +154,7 @@ func (k *kubeCluster) Watch(ctx context.Context, id inventory.Identity, rv strin
 }
 
 func (k *kubeCluster) Delete(ctx context.Context, id inventory.Identity, opts metav1.DeleteOptions) error {
-	gv, err := schema.ParseGroupVersion(id.APIVersion)
-	if err != nil {
-		return err
-	}
-	ri, err := k.resource(gv.WithKind(id.Kind), id.Namespace)
+	ri, err := k.objectResource(id)
 	if err != nil {
 		return err
 	}
