@@ -92,9 +92,17 @@ type Review struct {
 	fast    bool // rules may allow write verbs too
 	rev     Reviewer
 	mu      sync.Mutex
-	rules   map[string][]authorizationv1.ResourceRule
-	noRules map[string]bool // the rules review failed: ask one by one
+	rules   map[string]*nsRules
 	answers map[Access]bool
+}
+
+// nsRules is one namespace's rules review, asked once however many
+// checks of the namespace run concurrently (the deployment ceremony
+// checks its objects in parallel: each used to ask for the same rules).
+type nsRules struct {
+	once  sync.Once
+	rules []authorizationv1.ResourceRule
+	ok    bool // the review answered; otherwise every permission is asked
 }
 
 // NewReview starts a review through rev in which every write verb is asked
@@ -102,7 +110,7 @@ type Review struct {
 // so that no later write can be denied by an authorizer the rules review
 // does not see after an earlier one landed.
 func NewReview(rev Reviewer) *Review {
-	return &Review{rev: rev, rules: map[string][]authorizationv1.ResourceRule{}, noRules: map[string]bool{}, answers: map[Access]bool{}}
+	return &Review{rev: rev, rules: map[string]*nsRules{}, answers: map[Access]bool{}}
 }
 
 // NewFastReview is NewReview where a namespace's RBAC rules may allow any
@@ -152,25 +160,23 @@ func (r *Review) RulesAllowed(ctx context.Context, a Access) bool {
 }
 
 // rulesAllow asks for the rules of a's namespace once and evaluates them.
+// Concurrent checks of one namespace wait for the one review in flight.
 func (r *Review) rulesAllow(ctx context.Context, a Access) bool {
 	r.mu.Lock()
-	rules, have := r.rules[a.Namespace]
-	failed := r.noRules[a.Namespace]
-	r.mu.Unlock()
-	if !have && !failed {
-		got, err := r.rev.RulesIn(ctx, a.Namespace)
-		r.mu.Lock()
-		if err != nil {
-			// No rules review here (forbidden, not served, or an
-			// authorizer that cannot list rules): every permission is
-			// asked one by one, which is authoritative.
-			r.noRules[a.Namespace] = true
-		} else {
-			r.rules[a.Namespace], rules, have = got, got, true
-		}
-		r.mu.Unlock()
+	n := r.rules[a.Namespace]
+	if n == nil {
+		n = &nsRules{}
+		r.rules[a.Namespace] = n
 	}
-	return have && RulesAllow(rules, a)
+	r.mu.Unlock()
+	n.once.Do(func() {
+		// No rules review here (forbidden, not served, or an authorizer
+		// that cannot list rules): every permission is asked one by
+		// one, which is authoritative.
+		rules, err := r.rev.RulesIn(ctx, a.Namespace)
+		n.rules, n.ok = rules, err == nil
+	})
+	return n.ok && RulesAllow(n.rules, a)
 }
 
 // unanswerable is the error of a review the API server did not answer.

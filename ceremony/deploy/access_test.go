@@ -159,3 +159,36 @@ func TestUnusableReceiptsDirRefusedBeforeWrites(t *testing.T) {
 		t.Fatalf("the Head was created: %+v", h)
 	}
 }
+
+// A command asks for a namespace's RBAC rules once, however many of its
+// objects it checks at once. The check of a release's objects runs in
+// parallel, and each check used to send its own rules review of the same
+// namespace (ten for a five-object release, in preflight and again in
+// apply): requests the API server answers in full. The audit log counts
+// them; every namespaced object of the fixture is in ns, so one each.
+func TestOneRulesReviewPerNamespacePerCommand(t *testing.T) {
+	ns := targetNamespace(t)
+	dir := release(t, "v3.0.0", ns, "")
+	user := "rules-" + ns
+	o := options(t, cluster(t, userConfig(t, user, "system:masters")), t.TempDir())
+	pf := preflight(t, o, dir, deploy.TransitionInstall, deploy.ExpectedHead{})
+	assertRulesReviews(t, user, 1)
+	if _, err := deploy.RunApply(context.Background(), o, deploy.ApplyRequest{Preflight: pf.Record}); err != nil {
+		t.Fatal(err)
+	}
+	assertRulesReviews(t, user, 2)
+}
+
+// assertRulesReviews fails unless user made exactly want rules reviews.
+func assertRulesReviews(t *testing.T, user string, want int) {
+	t.Helper()
+	reviews, err := cp.Events(func(e testcluster.AuditEvent) bool {
+		return e.User.Username == user && e.Stage == "ResponseComplete" && e.Verb == "create" && e.ObjectRef.Resource == "selfsubjectrulesreviews"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reviews) != want {
+		t.Fatalf("%s made %d rules review(s), want %d", user, len(reviews), want)
+	}
+}
