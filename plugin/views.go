@@ -87,6 +87,10 @@ retired; a failure is always 2 or more (as kubectl diff).`,
 }
 
 func (o *diffOptions) Run(ctx context.Context) error {
+	if err := o.cf.begin(); err != nil {
+		return err
+	}
+	defer o.cf.end(o.streams.ErrOut)
 	co, err := o.cf.options(o.flags, o.streams.ErrOut)
 	if err != nil {
 		return err

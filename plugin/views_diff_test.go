@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,8 +63,16 @@ func TestCLIDiffWouldRetire(t *testing.T) {
 	if len(rep.Retire) != 2 || rep.Retire[0] != want[0] || rep.Retire[1] != want[1] || !rep.HasChanges() {
 		t.Errorf("diff -o json retire: %+v, want %+v", rep.Retire, want)
 	}
-	if out := mustRun(t, nil, "diff", drop, "-o", "name"); !strings.Contains(out, "deployment.apps/ql3-batch\n") || !strings.Contains(out, "configmap/ql3-features\n") {
+	// The hidden profiling flags diff shares with the ceremony (make bench
+	// profiles with them) write their profiles.
+	cpu, mem := filepath.Join(work, "diff.cpu.pprof"), filepath.Join(work, "diff.mem.pprof")
+	if out := mustRun(t, nil, "diff", drop, "-o", "name", "--cpuprofile", cpu, "--memprofile", mem); !strings.Contains(out, "deployment.apps/ql3-batch\n") || !strings.Contains(out, "configmap/ql3-features\n") {
 		t.Errorf("diff -o name lacks the retired objects:\n%s", out)
+	}
+	for _, p := range []string{cpu, mem} {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("diff --cpuprofile/--memprofile: %s not written (%v)", p, err)
+		}
 	}
 	// A retire needs a version above the Head's: 3.2.0 drops the same two.
 	out = mustRun(t, nil, "preflight", v320, "--transition", "retire", "--expected-head", headToken(t, nil, ns), "--out", filepath.Join(work, "retire.json"), "--diff")
