@@ -132,10 +132,7 @@ func (c *convergence) add(id inventory.Identity) {
 	c.mu.Lock()
 	c.order = append(c.order, id)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	signal(c.wake)
 	c.refresh(false)
 }
 

@@ -22,26 +22,23 @@ func (c *convergence) next(ctx context.Context) bool {
 	d, floor := c.pause()
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	case <-c.changed:
-	}
-	left := floor - time.Since(start)
-	if left <= 0 {
-		return true
-	}
-	f := time.NewTimer(left)
-	defer f.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	case <-f.C:
-		return true
+	changed := c.changed
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-changed:
+			// Wait out what is left of the floor, or of the pause
+			// if it ends first, and no longer for changes.
+			left := min(floor, d) - time.Since(start)
+			if left <= 0 {
+				return true
+			}
+			changed = nil
+			t.Reset(left)
+		}
 	}
 }
 
@@ -91,10 +88,16 @@ func (c *convergence) wakeOnChange(ctx context.Context, id inventory.Identity, r
 			if !ok || ev.Type == watch.Error {
 				return
 			}
-			select {
-			case c.changed <- struct{}{}:
-			default:
-			}
+			signal(c.changed)
 		}
+	}
+}
+
+// signal wakes the receiver of ch, a channel of capacity one, unless a
+// wake is already waiting there.
+func signal(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
