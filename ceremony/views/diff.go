@@ -226,6 +226,9 @@ func Diff(ctx context.Context, c Differ, req DiffRequest) (*DiffReport, error) {
 				return nil
 			}
 			out[i], errs[i] = diffOne(ctx, c, req, u, dry, releaseNS, kinds)
+			if req.Lean != nil && req.Lean.ID(i) == out[i].Object {
+				out[i].Object = req.Lean.ID(i) // the inventory's strings, not a second copy of them
+			}
 			if errs[i] == nil && spool != nil && out[i].Diff != "" {
 				if out[i].spooled, errs[i] = spool.put(out[i].Diff); errs[i] == nil {
 					out[i].Diff = ""
@@ -469,6 +472,9 @@ func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem,
 	if rel.Lean != nil {
 		defer rel.Lean.Close()
 	}
+	// The lock's inventory is the release's (LoadReleaseCached verified
+	// it); only its target, version and field manager are read below.
+	lock.Render.Inventory = nil
 	id, err := deploy.ReadClusterIdentity(ctx, c)
 	if err != nil {
 		return nil, err
