@@ -90,6 +90,17 @@ type Release struct {
 // RedactedMarker. They are safe to print and store.
 func (r *Release) RedactedObjects() []*unstructured.Unstructured { return r.redacted }
 
+// TakeObjects returns Objects and lets the release forget its objects
+// (Objects and RedactedObjects become nil; the digests, inventory and
+// everything else stay), so that a caller that uses each object once can
+// let each go: RedactedObjects shares every object without a Secret value
+// with Objects and would otherwise hold them all to the end.
+func (r *Release) TakeObjects() []*unstructured.Unstructured {
+	objs := r.Objects
+	r.Objects, r.redacted = nil, nil
+	return objs
+}
+
 // Render builds the kustomization in dir on fsys with kustomize's default
 // options (kubectl kustomize's behaviour), records every file it reads, and
 // checks the result: identities, scope, images, roles and Secrets. All

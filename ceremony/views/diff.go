@@ -483,7 +483,7 @@ func DiffRelease(ctx context.Context, c deploy.Cluster, fsys filesys.FileSystem,
 		return nil, fail.Errorf(fail.Invalid, "cluster identity %s does not match the lock's target.clusterIdentity %s: wrong --context?", id, lock.Target.ClusterIdentity)
 	}
 	rep, err := Diff(ctx, c, DiffRequest{
-		Objects: rel.Objects, Lean: rel.Lean, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
+		Objects: rel.TakeObjects(), Lean: rel.Lean, Namespace: lock.Target.Namespace, Version: lock.Release.Version,
 		FieldManager: lock.Tool.FieldManager, ForceConflicts: force, Parallelism: parallelism,
 		DropObjects: true, // only rel.Inventory is read below
 		Spool:       true, // the caller prints the texts once, in order
