@@ -36,8 +36,8 @@ func TestNextPausesFloorsAndWakes(t *testing.T) {
 	if ok, took := nextAfter(ctx, time.Hour, 200*time.Millisecond, true); !ok || took < 200*time.Millisecond || took > 30*time.Second {
 		t.Errorf("a change under a 200ms floor: next = %v after %s, want true after the floor, not before it nor after the hour's pause", ok, took)
 	}
-	// A pause shorter than the floor (only --poll-pause in tests sets one)
-	// is never outwaited for the floor's sake.
+	// A pause shorter than the floor (pause never returns one, but tests
+	// set one with SetPollPause) is never outwaited for the floor's sake.
 	if ok, took := nextAfter(ctx, 50*time.Millisecond, convergeMaxPause, true); !ok || took >= convergeMaxPause {
 		t.Errorf("a change, a 50ms pause under a %s floor: next = %v after %s, want true at the pause", convergeMaxPause, ok, took)
 	}
