@@ -64,6 +64,7 @@ type config struct {
 	cpuProfiles  string
 	keepWork     bool
 	cooldown     time.Duration
+	rotate       int
 }
 
 func main() {
@@ -110,6 +111,7 @@ func main() {
 	flag.StringVar(&ql3Args, "ql3-args", os.Getenv("BENCH_QL3_ARGS"), "extra flags for kubectl ql3 preflight and apply (e.g. --parallelism 32)")
 	flag.StringVar(&c.cpuProfiles, "cpuprofile-dir", os.Getenv("BENCH_CPUPROFILE_DIR"), "write CPU profiles of the plugin's preflight and apply (last run of each N) here")
 	flag.DurationVar(&c.cooldown, "cooldown", 15*time.Second, "pause after each contender's create, once the controllers are done with it (at least 150ms per Deployment)")
+	flag.IntVar(&c.rotate, "rotate", envInt("BENCH_ROTATE", 0), "rotate the contenders' order by this many more places in every run (env BENCH_ROTATE; with -runs 1, 1 puts the ceremony last)")
 	flag.BoolVar(&c.keepWork, "keep", false, "keep the work directory and the control plane's logs")
 	flag.Parse()
 	var err error
@@ -212,9 +214,9 @@ func bench(c config) error {
 	start := time.Now()
 	rep := &Report{
 		Date:    start.UTC().Format(time.RFC3339),
-		Command: "make bench BENCH_N=" + join(c.ns) + " BENCH_RUNS=" + strconv.Itoa(c.runs),
+		Command: "make bench BENCH_N=" + join(c.ns) + " BENCH_RUNS=" + strconv.Itoa(c.runs) + rotated(c.rotate),
 		Machine: thisMachine(fmt.Sprintf("%d cores shared by the control plane (etcd, kube-apiserver, kube-controller-manager) and the client, and by other work on the machine; ratios are measured in the same run", runtime.NumCPU())),
-		Config: map[string]any{"n": c.ns, "runs": c.runs, "rawWorkers": c.workers, "ql3Args": c.ql3Args,
+		Config: map[string]any{"n": c.ns, "runs": c.runs, "rawWorkers": c.workers, "ql3Args": c.ql3Args, "rotate": c.rotate,
 			"kubectl": "kubectl apply --server-side -f <rendered file>", "serviceCIDR": "10.96.0.0/16",
 			"helm": "helm install|upgrade bench <chart> -n <ns>", "kapp": "kapp deploy -a bench -f <file> -n <ns> --yes --wait=false",
 			"kubectlWait": "kubectl apply --server-side -k <dir> -n <ns>; kubectl rollout status deployment -l qinglong.io/role -n <ns> --timeout 5m",
@@ -293,6 +295,14 @@ func bench(c config) error {
 	}
 	fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(start).Round(time.Second), c.out)
 	return nil
+}
+
+// rotated is the command's BENCH_ROTATE setting, when it has one.
+func rotated(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return " BENCH_ROTATE=" + strconv.Itoa(n)
 }
 
 func (rep *Report) save(path string) error {
@@ -540,8 +550,10 @@ func (b *bencher) run(n, r int) (*Run, error) {
 	}
 
 	// The order of the contenders rotates from run to run, so that none
-	// always runs first (or right after the others' leftover work).
-	rot := (r - 1) % len(steps)
+	// always runs first (or right after the others' leftover work);
+	// -rotate shifts it (a single run need not give the ceremony the
+	// emptiest cluster).
+	rot := (r - 1 + b.c.rotate) % len(steps)
 	steps = append(steps[rot:], steps[:rot]...)
 	var order []string
 	for _, s := range steps {
