@@ -121,6 +121,9 @@ func main() {
 	if c.workers, err = ints(workers); err != nil {
 		die(fmt.Errorf("-workers: %w", err))
 	}
+	if c.rotate < 0 {
+		die(fmt.Errorf("-rotate (BENCH_ROTATE): %d places: want 0 or more", c.rotate))
+	}
 	c.ql3Args = strings.Fields(ql3Args)
 	absPaths(&c.plugin, &c.kubectl, &c.pluginBefore, &c.helm, &c.kapp)
 	if c.cpuProfiles != "" {
@@ -214,7 +217,7 @@ func bench(c config) error {
 	start := time.Now()
 	rep := &Report{
 		Date:    start.UTC().Format(time.RFC3339),
-		Command: "make bench BENCH_N=" + join(c.ns) + " BENCH_RUNS=" + strconv.Itoa(c.runs) + rotated(c.rotate),
+		Command: "make bench BENCH_N=" + join(c.ns) + " BENCH_RUNS=" + strconv.Itoa(c.runs) + rotated(c.rotate) + leftOut(c),
 		Machine: thisMachine(fmt.Sprintf("%d cores shared by the control plane (etcd, kube-apiserver, kube-controller-manager) and the client, and by other work on the machine; ratios are measured in the same run", runtime.NumCPU())),
 		Config: map[string]any{"n": c.ns, "runs": c.runs, "rawWorkers": c.workers, "ql3Args": c.ql3Args, "rotate": c.rotate,
 			"kubectl": "kubectl apply --server-side -f <rendered file>", "serviceCIDR": "10.96.0.0/16",
@@ -303,6 +306,18 @@ func rotated(n int) string {
 		return ""
 	}
 	return " BENCH_ROTATE=" + strconv.Itoa(n)
+}
+
+// leftOut is the command's settings that leave a peer out.
+func leftOut(c config) string {
+	var s string
+	if c.helm == "" {
+		s += " BENCH_HELM="
+	}
+	if c.kapp == "" {
+		s += " BENCH_KAPP="
+	}
+	return s
 }
 
 func (rep *Report) save(path string) error {
