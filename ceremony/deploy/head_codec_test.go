@@ -241,8 +241,12 @@ func TestHeadV2PacksRetired(t *testing.T) {
 			t.Fatal(err)
 		}
 		twin, _ := inventory.Canonical(h)
+		api, err := json.Marshal(cm) // the ConfigMap as the API returns it (docs/head.md §2.2)
+		if err != nil {
+			t.Fatal(err)
+		}
 		per := float64(len(stored)-len(rest)) / float64(len(h.Retired))
-		t.Logf("hashed=%v, %d objects, %d retired: head.json %d bytes stored (v2; %.1f bytes per retired object), %d bytes as v1", hashed, len(h.Current.Inventory), len(h.Retired), len(stored), per, len(twin))
+		t.Logf("hashed=%v, %d objects, %d retired: head.json %d bytes stored (v2; %.1f bytes per retired object; the ConfigMap %d bytes), %d bytes as v1", hashed, len(h.Current.Inventory), len(h.Retired), len(stored), per, len(api), len(twin))
 		if storedSchema(t, stored) != HeadSchemaV2 || per > 170 || strings.Contains(string(stored), `"retired"`) {
 			t.Fatalf("hashed=%v: stored as %s, %.1f bytes per retired object: want v2, its retired list packed, at most 170 bytes each", hashed, storedSchema(t, stored), per)
 		}
