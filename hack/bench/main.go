@@ -217,7 +217,7 @@ func bench(c config) error {
 	start := time.Now()
 	rep := &Report{
 		Date:    start.UTC().Format(time.RFC3339),
-		Command: "make bench BENCH_N=" + join(c.ns) + " BENCH_RUNS=" + strconv.Itoa(c.runs) + rotated(c.rotate) + leftOut(c),
+		Command: "make bench BENCH_N=" + join(c.ns) + " BENCH_RUNS=" + strconv.Itoa(c.runs) + settings(c),
 		Machine: thisMachine(fmt.Sprintf("%d cores shared by the control plane (etcd, kube-apiserver, kube-controller-manager) and the client, and by other work on the machine; ratios are measured in the same run", runtime.NumCPU())),
 		Config: map[string]any{"n": c.ns, "runs": c.runs, "rawWorkers": c.workers, "ql3Args": c.ql3Args, "rotate": c.rotate,
 			"kubectl": "kubectl apply --server-side -f <rendered file>", "serviceCIDR": "10.96.0.0/16",
@@ -300,17 +300,13 @@ func bench(c config) error {
 	return nil
 }
 
-// rotated is the command's BENCH_ROTATE setting, when it has one.
-func rotated(n int) string {
-	if n == 0 {
-		return ""
-	}
-	return " BENCH_ROTATE=" + strconv.Itoa(n)
-}
-
-// leftOut is the command's settings that leave a peer out.
-func leftOut(c config) string {
+// settings is the command's make settings beyond N and runs: BENCH_ROTATE
+// when set, and BENCH_HELM= / BENCH_KAPP= for a peer left out.
+func settings(c config) string {
 	var s string
+	if c.rotate != 0 {
+		s += " BENCH_ROTATE=" + strconv.Itoa(c.rotate)
+	}
 	if c.helm == "" {
 		s += " BENCH_HELM="
 	}
