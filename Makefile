@@ -32,8 +32,9 @@ TEST_FLAGS ?=
 BENCH_N    ?= 100,1000,3000
 BENCH_RUNS ?= 3
 BENCH_SCALE_N ?= 10000
-# The peers of the main benchmark; empty leaves one out. Helm cannot hold a
-# 10,000-object release (its release Secret is over the API's 1 MiB), so the
+# The peers of the main benchmark; empty leaves one out. Helm's default
+# storage cannot hold a 10,000-object release (its release Secret is over the
+# API's 1 MiB), so the
 # whole peer set at that size is run with BENCH_HELM= (docs/performance.md).
 BENCH_HELM ?= $(TOOLS)/helm
 BENCH_KAPP ?= $(TOOLS)/kapp
