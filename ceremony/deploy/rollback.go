@@ -3,17 +3,28 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
-// RunRollback is `kubectl ql3 rollback DIR`: the preflight of the
-// transition rollback (its record written, never replaced, so that a crash
-// can be resumed), then the apply of the release that preflight rendered
-// and verified, as is: one render per rollback. An apply that fails names
-// the record and the resume that continues it; one the two-person rule's
-// gate refused (nothing acquired) names the apply that applies the record
-// once approved.
-func RunRollback(ctx context.Context, o Options, req PreflightRequest) (*ApplyResult, error) {
-	req.Transition = TransitionRollback
+// RunPreflightApply is `kubectl ql3 preflight --apply`: the preflight (its
+// record written, never replaced, so that a crash can be resumed), then the
+// apply of the release that preflight rendered and verified, as is, in the
+// same process: one render, one client, one process start, and every check
+// of both steps. An apply that fails names the record and the resume that
+// continues it; one the two-person rule's gate refused (nothing acquired)
+// names the apply that applies the record once approved.
+func RunPreflightApply(ctx context.Context, o Options, req PreflightRequest) (*ApplyResult, error) {
+	// The receipt's directory is checked before the record is written, so
+	// that a bad --receipts-dir leaves nothing behind.
+	dir, err := filepath.Abs(req.Dir)
+	if err != nil {
+		return nil, fail.Wrap(fail.Invalid, err)
+	}
+	if err := checkReceiptsDir(o.receiptsDir(dir)); err != nil {
+		return nil, err
+	}
 	pf, err := RunPreflight(ctx, o, req)
 	if err != nil {
 		return nil, err
@@ -26,4 +37,11 @@ func RunRollback(ctx context.Context, o Options, req PreflightRequest) (*ApplyRe
 		return nil, fmt.Errorf("%w (preflight record %s: `kubectl ql3 resume --preflight %s` continues)", err, pf.Path, pf.Path)
 	}
 	return res, nil
+}
+
+// RunRollback is `kubectl ql3 rollback DIR`: RunPreflightApply with the
+// transition rollback.
+func RunRollback(ctx context.Context, o Options, req PreflightRequest) (*ApplyResult, error) {
+	req.Transition = TransitionRollback
+	return RunPreflightApply(ctx, o, req)
 }
