@@ -209,6 +209,7 @@ type preflightOptions struct {
 	diff      bool
 	supersede int64
 	approval  string
+	apply     bool
 }
 
 func newCmdPreflight(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -240,9 +241,17 @@ Head, --approval none turns it off; without the flag the committed Head's
 policy is kept. When the Head has the rule on, or this preflight turns it
 on, the record names you (as the API server authenticated you) as its
 proposer, and apply refuses it until another person approved it
-(kubectl ql3 propose, then kubectl ql3 approve; docs/approval.md).`,
+(kubectl ql3 propose, then kubectl ql3 approve; docs/approval.md).
+
+--apply then applies the record in the same process, exactly as
+"kubectl ql3 apply --preflight" would (one process start, one render): for a
+pipeline that applies what it preflighted without a review in between. It
+prints what apply prints; the record is still written, for resume after a
+crash. Under the two-person rule apply refuses the record until another
+person approved it, and nothing is acquired.`,
 		Example: `  kubectl ql3 head -n ql3-demo                # prints the expected-Head token
   kubectl ql3 preflight ./release --transition install --expected-head ql3h1-0-none --out pf.json
+  kubectl ql3 preflight ./release-2.0.0 --transition upgrade --expected-head ql3h1-1-… --apply --receipts-dir ./receipts
   kubectl ql3 preflight ./release-2.0.1 --transition upgrade --supersede 4 --expected-head ql3h1-4-… --out pf.json`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -261,7 +270,8 @@ proposer, and apply refuses it until another person approved it
 	fs.Int64Var(&o.supersede, "supersede", 0, "supersede the applying `GENERATION` that can never converge (an upgrade or rollback; --expected-head is then that applying Head's token)")
 	fs.BoolVar(&o.diff, "diff", false, "also print what the release would change, as kubectl ql3 diff does (with -o, as the result's diff member), and record the change list's digest in the record (diffDigest)")
 	fs.StringVar(&o.approval, "approval", "", "the two-person rule after this transition: `POLICY` two-person or none (default: the committed Head's; no Head: none)")
-	o.cf.add(fs, false)
+	fs.BoolVar(&o.apply, "apply", false, "then apply the record in this process, as kubectl ql3 apply --preflight does (--receipts-dir and --sign-key are apply's)")
+	o.cf.add(fs, true)
 	_ = cmd.MarkFlagRequired("transition")
 	_ = cmd.MarkFlagRequired("expected-head")
 	_ = cmd.RegisterFlagCompletionFunc("approval", fixedCompletion(deploy.ApprovalTwoPerson, deploy.ApprovalNone))
@@ -281,6 +291,12 @@ func (o *preflightOptions) Validate() error {
 	}
 	if err := deploy.CheckApprovalFlag(o.approval); err != nil {
 		return err
+	}
+	switch {
+	case o.apply && o.diff:
+		return fail.Errorf(fail.Invalid, "--diff is for a review before apply: run preflight --diff, then kubectl ql3 apply --preflight, or leave out --diff")
+	case !o.apply && (o.cf.receiptsDir != "" || o.cf.signKey != ""):
+		return fail.Errorf(fail.Invalid, "--receipts-dir and --sign-key are apply's: pass them to kubectl ql3 apply --preflight, or add --apply")
 	}
 	return o.cf.validate()
 }
@@ -313,6 +329,13 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	req := deploy.PreflightRequest{
 		Dir: o.dir, Transition: o.kind, Expected: exp, ForceConflicts: o.force, Out: o.out, Supersede: o.supersede,
 		Approval: o.approval,
+	}
+	if o.apply {
+		res, err := deploy.RunPreflightApply(ctx, co, req)
+		if err != nil {
+			return err
+		}
+		return o.cf.print(o.streams.Out, res, func() { printApplyResult(o.streams.Out, res) })
 	}
 	var res *deploy.PreflightResult
 	var diff *views.DiffReport
