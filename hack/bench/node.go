@@ -20,17 +20,19 @@ import (
 // pods. A release of one Deployment of 2 replicas of the test node's
 // workload image (readiness probe every second), a Service and three
 // zero-replica Deployments, upgraded run after run by switching the image
-// between two locally built ones, by `kubectl ql3 preflight` + `apply`
-// and by `kubectl apply --server-side -f` + `kubectl rollout status`,
-// alternating, each in its own namespace.
+// between two locally built ones, by `kubectl ql3 preflight` + `apply`, by
+// `kubectl ql3 preflight --apply` (one process) and by `kubectl apply
+// --server-side -f` + `kubectl rollout status`, in turn (the order shifted
+// by one each run), each in its own namespace.
 type NodeReport struct {
 	Date    string         `json:"date"`
 	Machine Machine        `json:"machine"`
 	Config  map[string]any `json:"config"`
-	// Per run: the ceremony's preflight and apply, the pair's apply and
-	// rollout status.
+	// Per run: the ceremony's preflight and apply, its preflight --apply,
+	// the pair's apply and rollout status.
 	Preflight []*Proc            `json:"preflight"`
 	Apply     []*Proc            `json:"apply"`
+	Once      []*Proc            `json:"once"`
 	Kubectl   []*Proc            `json:"kubectl"`
 	Rollout   []*Proc            `json:"rollout"`
 	Medians   map[string]float64 `json:"medians"`
@@ -74,44 +76,49 @@ func (b *nodeBed) bench(runs int, out string) error {
 		Machine: thisMachine("the control plane, the node (kubelet, containerd, runc) and the clients share the machine; ratios are measured in the same run"),
 		Config: map[string]any{"runs": runs, "release": "Deployment web (2 replicas, exec readiness probe every 1 s), a Service, three zero-replica Deployments",
 			"ql3":     "kubectl ql3 head (untimed); kubectl ql3 preflight DIR --transition upgrade --expected-head TOKEN --out PF; kubectl ql3 apply --preflight PF",
+			"once":    "kubectl ql3 head (untimed); kubectl ql3 preflight DIR --transition upgrade --expected-head TOKEN --out PF --apply",
 			"kubectl": "kubectl apply --server-side -f FILE; kubectl rollout status deployment/web --timeout 5m"}}
 	images := []string{cp.Image("ql3.local/workload:1"), cp.Image("ql3.local/workload:2")}
 	for r := 0; r <= runs; r++ {
-		image := images[r%2]
-		pf, ap, err := b.ql3(r, image)
-		if err != nil {
-			return err
+		var pf, ap, once, kc, ro *Proc
+		contenders := []func(image string) error{
+			func(image string) (err error) { pf, ap, err = b.ql3(r, image, false); return err },
+			func(image string) (err error) { once, _, err = b.ql3(r, image, true); return err },
+			func(image string) (err error) { kc, ro, err = b.pair(r, image); return err },
 		}
-		kc, ro, err := b.pair(r, image)
-		if err != nil {
-			return err
+		for i := range contenders {
+			if err := contenders[(i+r)%len(contenders)](images[r%2]); err != nil {
+				return err
+			}
 		}
 		if r == 0 { // the install: not counted
 			continue
 		}
-		rep.Preflight, rep.Apply = append(rep.Preflight, pf), append(rep.Apply, ap)
+		rep.Preflight, rep.Apply, rep.Once = append(rep.Preflight, pf), append(rep.Apply, ap), append(rep.Once, once)
 		rep.Kubectl, rep.Rollout = append(rep.Kubectl, kc), append(rep.Rollout, ro)
-		fmt.Fprintf(os.Stderr, "bench node: upgrade %d: ql3 %.2fs (preflight %.2f + apply %.2f), kubectl + rollout status %.2fs\n",
-			r, pf.Wall+ap.Wall, pf.Wall, ap.Wall, kc.Wall+ro.Wall)
+		fmt.Fprintf(os.Stderr, "bench node: upgrade %d: ql3 %.2fs (preflight %.2f + apply %.2f), preflight --apply %.2fs, kubectl + rollout status %.2fs\n",
+			r, pf.Wall+ap.Wall, pf.Wall, ap.Wall, once.Wall, kc.Wall+ro.Wall)
 	}
 	rep.medians()
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("| upgrade of a 2-replica Deployment on the node, median of %d | s |\n|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f (%.2f + %.2f) |\n| `kubectl apply --server-side` + `rollout status` | %.2f |\n| ratio | %.2f× (apply alone %.2f×) |\n",
-		runs, rep.Medians["ql3"], rep.Medians["preflight"], rep.Medians["apply"], rep.Medians["kubectl"], rep.Medians["ratio"], rep.Medians["applyRatio"])
+	fmt.Printf("| upgrade of a 2-replica Deployment on the node, median of %d | s | ratio |\n|---|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f (%.2f + %.2f) | %.2f× (apply alone %.2f×) |\n| `kubectl ql3 preflight --apply` | %.2f | %.2f× |\n| `kubectl apply --server-side` + `rollout status` | %.2f | |\n",
+		runs, rep.Medians["ql3"], rep.Medians["preflight"], rep.Medians["apply"], rep.Medians["ratio"], rep.Medians["applyRatio"], rep.Medians["once"], rep.Medians["onceRatio"], rep.Medians["kubectl"])
 	return os.WriteFile(out, append(data, '\n'), 0o644)
 }
 
 func (rep *NodeReport) medians() {
-	var q, p, a, k, ratio, applyRatio []float64
+	var q, p, a, o, k, ratio, applyRatio, onceRatio []float64
 	for i := range rep.Apply {
 		ql3, kc := rep.Preflight[i].Wall+rep.Apply[i].Wall, rep.Kubectl[i].Wall+rep.Rollout[i].Wall
 		q, p, a, k = append(q, ql3), append(p, rep.Preflight[i].Wall), append(a, rep.Apply[i].Wall), append(k, kc)
+		o, onceRatio = append(o, rep.Once[i].Wall), append(onceRatio, rep.Once[i].Wall/kc)
 		ratio, applyRatio = append(ratio, ql3/kc), append(applyRatio, rep.Apply[i].Wall/kc)
 	}
 	rep.Medians = map[string]float64{"ql3": round3(median(q)), "preflight": round3(median(p)), "apply": round3(median(a)),
+		"once": round3(median(o)), "onceRatio": round3(median(onceRatio)),
 		"kubectl": round3(median(k)), "ratio": round3(median(ratio)), "applyRatio": round3(median(applyRatio))}
 }
 
@@ -137,15 +144,16 @@ func (b *nodeBed) namespace(ns string) error {
 }
 
 // ql3 is run r of the ceremony: lock (untimed), head (untimed), then the
-// timed preflight and apply; run 0 installs.
-func (b *nodeBed) ql3(r int, image string) (*Proc, *Proc, error) {
-	ns := "ql3-node-ql3"
+// timed preflight and apply, or (once) the timed preflight --apply alone;
+// run 0 installs.
+func (b *nodeBed) ql3(r int, image string, once bool) (*Proc, *Proc, error) {
+	ns := map[bool]string{false: "ql3-node-ql3", true: "ql3-node-once"}[once]
 	if r == 0 {
 		if err := b.namespace(ns); err != nil {
 			return nil, nil, err
 		}
 	}
-	dir := filepath.Join(b.work, fmt.Sprintf("ql3-%d", r))
+	dir := filepath.Join(b.work, fmt.Sprintf("%s-%d", ns, r))
 	if err := nodeRelease(dir, ns, image, r); err != nil {
 		return nil, nil, err
 	}
@@ -158,12 +166,19 @@ func (b *nodeBed) ql3(r int, image string) (*Proc, *Proc, error) {
 		return nil, nil, err
 	}
 	transition := map[bool]string{true: "install", false: "upgrade"}[r == 0]
-	pfPath := filepath.Join(dir, "pf.json")
+	pfPath, rdir := filepath.Join(dir, "pf.json"), filepath.Join(b.work, ns+"-receipts")
+	if once {
+		pf, err := run(b.env, b.plugin, "preflight", dir, "--transition", transition, "--expected-head", head, "--out", pfPath, "--apply", "--receipts-dir", rdir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("preflight --apply: %w", err)
+		}
+		return pf, nil, nil
+	}
 	pf, err := run(b.env, b.plugin, "preflight", dir, "--transition", transition, "--expected-head", head, "--out", pfPath)
 	if err != nil {
 		return nil, nil, fmt.Errorf("preflight: %w", err)
 	}
-	ap, err := run(b.env, b.plugin, "apply", "--preflight", pfPath, "--receipts-dir", filepath.Join(b.work, "receipts"))
+	ap, err := run(b.env, b.plugin, "apply", "--preflight", pfPath, "--receipts-dir", rdir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("apply: %w", err)
 	}
