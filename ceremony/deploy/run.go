@@ -113,16 +113,26 @@ func RunApply(ctx context.Context, o Options, req ApplyRequest) (*ApplyResult, e
 	crashpoint.At("acquired")
 	committed, err := o.applyAndConverge(ctx, ld, rec, req.LeaveChanged, applying)
 	if err != nil {
-		return nil, err
+		return nil, acquiredFailure{err}
 	}
 	crashpoint.At("before-commit")
 	if _, err := o.writeHead(ctx, ns, ref, applying, committed); err != nil {
-		return nil, err
+		return nil, acquiredFailure{err}
 	}
 	crashpoint.At("after-commit")
 	o.say("commit: generation %d committed (%s %s)", committed.Generation, committed.Transition.Kind, committed.Current.Version)
-	return o.finish(committed, ld, rdir, "committed")
+	res, err = o.finish(committed, ld, rdir, "committed")
+	if err != nil {
+		return nil, acquiredFailure{err}
+	}
+	return res, nil
 }
+
+// acquiredFailure is an error of apply after it acquired the Head: the
+// Head is applying (or committed) this preflight, so resume continues it.
+type acquiredFailure struct{ error }
+
+func (a acquiredFailure) Unwrap() error { return a.error }
 
 // loadPreflighted renders the release directory (the record's, unless
 // req.Dir names another; not again when req carries the release the

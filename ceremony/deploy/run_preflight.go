@@ -31,6 +31,8 @@ type PreflightRequest struct {
 	// the preflight's dry-run answered it, aligned with objs (nil: deferred
 	// until its namespace or CRD exists), so no object is dry-run twice.
 	Diff func(ctx context.Context, objs, dryRun []*unstructured.Unstructured, fieldManager string, force bool) (string, error)
+
+	thenApply bool // RunPreflightApply: the record is applied next
 }
 
 // PreflightResult says what preflight verified and where the record is.
@@ -117,6 +119,11 @@ func RunPreflight(ctx context.Context, o Options, req PreflightRequest) (*Prefli
 	}
 	if err := o.checkHeadFits(head, ld, rec); err != nil {
 		return nil, err
+	}
+	if req.thenApply { // its receipt's directory, before a record is left behind
+		if err := checkReceiptsDir(o.receiptsDir(dir)); err != nil {
+			return nil, err
+		}
 	}
 	out, replayed, err := writePreflightRecord(req, rec)
 	if err != nil {
