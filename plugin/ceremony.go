@@ -217,9 +217,10 @@ func newCmdPreflight(flags *genericclioptions.ConfigFlags, streams genericioopti
 	cmd := &cobra.Command{
 		Use:   "preflight DIR --transition install|upgrade|rollback|retire --expected-head TOKEN",
 		Short: "Verify a release against its lock, the cluster and the Head, dry-run it, and write a preflight record",
-		Long: `Preflight is read-only against the cluster. It verifies the release directory
-against its lock, reads the cluster identity and the Head, applies the Head
-rules (install only onto no Head; upgrade only to a strictly greater version
+		Long: `Preflight is read-only against the cluster (--apply then applies, below).
+It verifies the release directory against its lock, reads the cluster
+identity and the Head, applies the Head rules (install only onto no Head;
+upgrade only to a strictly greater version
 that keeps every live object; rollback only to the exact previous deployment;
 retire only to a strictly greater version that drops objects and adds none),
 server-side dry-runs every object, and writes the preflight record without
@@ -272,6 +273,9 @@ person approved it, and nothing is acquired.`,
 	fs.StringVar(&o.approval, "approval", "", "the two-person rule after this transition: `POLICY` two-person or none (default: the committed Head's; no Head: none)")
 	fs.BoolVar(&o.apply, "apply", false, "then apply the record in this process, as kubectl ql3 apply --preflight does (--receipts-dir and --sign-key are apply's)")
 	o.cf.add(fs, true)
+	for _, name := range []string{"receipts-dir", "sign-key"} {
+		fs.Lookup(name).Usage += " (with --apply)"
+	}
 	_ = cmd.MarkFlagRequired("transition")
 	_ = cmd.MarkFlagRequired("expected-head")
 	_ = cmd.RegisterFlagCompletionFunc("approval", fixedCompletion(deploy.ApprovalTwoPerson, deploy.ApprovalNone))
@@ -494,7 +498,8 @@ func newCmdRollback(flags *genericclioptions.ConfigFlags, streams genericiooptio
 		Long: `Rollback runs preflight with --transition rollback and then apply, in one command.
 DIR must be exactly the Head's previous deployment (same version and lock
 digest), and current, target and previous inventories must be identical. The
-preflight record is written (never replaced) so a crash can be resumed.
+preflight record is written (never replaced) so a crash can be resumed; a
+receipts directory that cannot be written is refused before it is.
 
 With --supersede N, the Head is applying generation N, which can never
 converge, and --expected-head is its token: DIR is the last committed

@@ -25,7 +25,7 @@ func TestCLIPreflightApply(t *testing.T) {
 	pf := filepath.Join(work, "install.json")
 	out := mustRun(t, nil, "preflight", v300, "--transition", "install", "--expected-head", deploy.AbsentToken, "--out", pf, "--apply", "--receipts-dir", rdir, "-o", "json")
 	var res deploy.ApplyResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Outcome != "committed" || res.Generation != 1 || filepath.Dir(res.Receipt) != rdir {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Outcome != "committed" || res.Generation != 1 || filepath.Dir(res.Receipt) != rdir || res.ReceiptState != "written" {
 		t.Fatalf("preflight --apply -o json: %v\n%s", err, out)
 	}
 	if out, stderr, code := run(t, nil, "apply", "--preflight", pf, "--receipts-dir", rdir); code != 0 || !strings.Contains(out, "replayed") || !strings.Contains(stderr, "replay, no workload write") {
