@@ -99,7 +99,9 @@ func (b *nodeBed) bench(runs int, out string) error {
 		fmt.Fprintf(os.Stderr, "bench node: upgrade %d: ql3 %.2fs (preflight %.2f + apply %.2f), preflight --apply %.2fs, kubectl + rollout status %.2fs\n",
 			r, pf.Wall+ap.Wall, pf.Wall, ap.Wall, once.Wall, kc.Wall+ro.Wall)
 	}
-	rep.medians()
+	if err := rep.medians(); err != nil {
+		return err
+	}
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -111,7 +113,7 @@ func (b *nodeBed) bench(runs int, out string) error {
 	return os.WriteFile(out, append(data, '\n'), 0o644)
 }
 
-func (rep *NodeReport) medians() {
+func (rep *NodeReport) medians() error {
 	var q, p, a, o, k, ratio, applyRatio, onceRatio []float64
 	for i := range rep.Apply {
 		ql3, kc := rep.Preflight[i].Wall+rep.Apply[i].Wall, rep.Kubectl[i].Wall+rep.Rollout[i].Wall
@@ -122,7 +124,7 @@ func (rep *NodeReport) medians() {
 	rep.Medians = map[string]float64{"ql3": round3(median(q)), "preflight": round3(median(p)), "apply": round3(median(a)),
 		"once": round3(median(o)), "onceRatio": round3(median(onceRatio)),
 		"kubectl": round3(median(k)), "ratio": round3(median(ratio)), "applyRatio": round3(median(applyRatio))}
-	rep.ownTime()
+	return rep.ownTime()
 }
 
 // ownTime adds the medians of each contender's time besides the rollout,
@@ -132,9 +134,14 @@ func (rep *NodeReport) medians() {
 // lines); for the pair, `kubectl apply` alone — less than the pair's own
 // time, as rollout status's process start and exit are left in the
 // rollout. Ratios per run, then the median.
-func (rep *NodeReport) ownTime() {
+func (rep *NodeReport) ownTime() error {
+	var missing error
 	rollout := func(p *Proc) float64 {
-		return p.mark("converge: ", "object(s) current") - p.mark("apply: ", "object(s) server-side applied")
+		applied, current := p.mark("apply: ", "object(s) server-side applied"), p.mark("converge: ", "object(s) current")
+		if applied < 0 || current < 0 {
+			missing = fmt.Errorf("bench node: a ceremony's progress lines lack the objects applied or Current (%d lines)", len(p.lines))
+		}
+		return current - applied
 	}
 	var q, o, k, qr, or []float64
 	for i := range rep.Apply {
@@ -146,6 +153,7 @@ func (rep *NodeReport) ownTime() {
 	for name, v := range map[string][]float64{"ql3Own": q, "onceOwn": o, "kubectlApply": k, "ownRatio": qr, "onceOwnRatio": or} {
 		rep.Medians[name] = round3(median(v))
 	}
+	return missing
 }
 
 // release writes the release of run r into dir for namespace ns.
