@@ -94,14 +94,17 @@ func (b *nodeBed) bench(runs int, out string) error {
 		if r == 0 { // the install: not counted
 			continue
 		}
+		for _, p := range []*Proc{ap, once} {
+			if err := convergePhase(p); err != nil {
+				return err
+			}
+		}
 		rep.Preflight, rep.Apply, rep.Once = append(rep.Preflight, pf), append(rep.Apply, ap), append(rep.Once, once)
 		rep.Kubectl, rep.Rollout = append(rep.Kubectl, kc), append(rep.Rollout, ro)
 		fmt.Fprintf(os.Stderr, "bench node: upgrade %d: ql3 %.2fs (preflight %.2f + apply %.2f), preflight --apply %.2fs, kubectl + rollout status %.2fs\n",
 			r, pf.Wall+ap.Wall, pf.Wall, ap.Wall, once.Wall, kc.Wall+ro.Wall)
 	}
-	if err := rep.medians(); err != nil {
-		return err
-	}
+	rep.medians()
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -113,7 +116,7 @@ func (b *nodeBed) bench(runs int, out string) error {
 	return os.WriteFile(out, append(data, '\n'), 0o644)
 }
 
-func (rep *NodeReport) medians() error {
+func (rep *NodeReport) medians() {
 	var q, p, a, o, k, ratio, applyRatio, onceRatio []float64
 	for i := range rep.Apply {
 		ql3, kc := rep.Preflight[i].Wall+rep.Apply[i].Wall, rep.Kubectl[i].Wall+rep.Rollout[i].Wall
@@ -124,36 +127,41 @@ func (rep *NodeReport) medians() error {
 	rep.Medians = map[string]float64{"ql3": round3(median(q)), "preflight": round3(median(p)), "apply": round3(median(a)),
 		"once": round3(median(o)), "onceRatio": round3(median(onceRatio)),
 		"kubectl": round3(median(k)), "ratio": round3(median(ratio)), "applyRatio": round3(median(applyRatio))}
-	return rep.ownTime()
+	rep.ownTime()
 }
 
 // ownTime adds the medians of each contender's time besides the rollout,
 // which the readiness probe's 1-second period makes vary by a second from
-// run to run: for the ceremony, its wall time less the time from its
-// objects applied to its converge reading them Current (its own progress
-// lines); for the pair, `kubectl apply` alone — less than the pair's own
+// run to run: for the ceremony, its wall time less its converge phase
+// (convergePhase); for the pair, `kubectl apply` alone — less than the pair's own
 // time, as rollout status's process start and exit are left in the
 // rollout. Ratios per run, then the median.
-func (rep *NodeReport) ownTime() error {
-	var missing error
-	rollout := func(p *Proc) float64 {
-		applied, current := p.mark("apply: ", "object(s) server-side applied"), p.mark("converge: ", "object(s) current")
-		if applied < 0 || current < 0 {
-			missing = fmt.Errorf("bench node: a ceremony's progress lines lack the objects applied or Current (%d lines)", len(p.lines))
-		}
-		return current - applied
-	}
+func (rep *NodeReport) ownTime() {
 	var q, o, k, qr, or []float64
 	for i := range rep.Apply {
-		ql3 := rep.Preflight[i].Wall + rep.Apply[i].Wall - rollout(rep.Apply[i])
-		once, kc := rep.Once[i].Wall-rollout(rep.Once[i]), rep.Kubectl[i].Wall
+		ql3 := rep.Preflight[i].Wall + rep.Apply[i].Wall - rep.Apply[i].Phases["converge"]
+		once, kc := rep.Once[i].Wall-rep.Once[i].Phases["converge"], rep.Kubectl[i].Wall
 		q, o, k = append(q, ql3), append(o, once), append(k, kc)
 		qr, or = append(qr, ql3/kc), append(or, once/kc)
 	}
 	for name, v := range map[string][]float64{"ql3Own": q, "onceOwn": o, "kubectlApply": k, "ownRatio": qr, "onceOwnRatio": or} {
 		rep.Medians[name] = round3(median(v))
 	}
-	return missing
+}
+
+// convergePhase splits an apply's time into applyMarks' phases; its
+// "converge" phase, from the objects applied to converge reading them
+// Current, is the rollout as the ceremony saw it. A run whose progress
+// lines lack either end is an error, not a wrong span.
+func convergePhase(p *Proc) error {
+	p.phases(applyMarks)
+	if _, ok := p.Phases["apply"]; !ok {
+		return fmt.Errorf("bench node: no \"server-side applied\" progress line among its %d", len(p.lines))
+	}
+	if _, ok := p.Phases["converge"]; !ok {
+		return fmt.Errorf("bench node: no \"current\" progress line among its %d", len(p.lines))
+	}
+	return nil
 }
 
 // release writes the release of run r into dir for namespace ns.
