@@ -475,14 +475,14 @@ func (b *bencher) run(n, r int) (*Run, error) {
 			"HELM_CONFIG_HOME="+filepath.Join(dir, "helm-home", "config"), "HELM_DATA_HOME="+filepath.Join(dir, "helm-home", "data"))
 		steps = append(steps, step{"helm",
 			func() (err error) {
-				if run.HelmCreate, err = run1(helmEnv, b.c.helm, "install", "bench", charts[0], "-n", nsH); err != nil {
+				if run.HelmCreate, err = peerRun(0, helmEnv, b.c.helm, "install", "bench", charts[0], "-n", nsH); err != nil {
 					return err
 				}
 				err = b.settle(nsH)
 				return err
 			},
 			func() (err error) {
-				run.HelmUpdate, err = run1(helmEnv, b.c.helm, "upgrade", "bench", charts[1], "-n", nsH)
+				run.HelmUpdate, err = peerRun(0, helmEnv, b.c.helm, "upgrade", "bench", charts[1], "-n", nsH)
 				return err
 			}})
 	}
@@ -499,14 +499,14 @@ func (b *bencher) run(n, r int) (*Run, error) {
 		}
 		steps = append(steps, step{"kapp",
 			func() (err error) {
-				if run.KappCreate, err = run1(b.env, b.c.kapp, kapp(f1)...); err != nil {
+				if run.KappCreate, err = peerRun(0, b.env, b.c.kapp, kapp(f1)...); err != nil {
 					return err
 				}
 				err = b.settle(nsKapp)
 				return err
 			},
 			func() (err error) {
-				run.KappUpdate, err = run1(b.env, b.c.kapp, kapp(f2)...)
+				run.KappUpdate, err = peerRun(0, b.env, b.c.kapp, kapp(f2)...)
 				return err
 			}})
 	}
@@ -605,18 +605,20 @@ func (run *Run) computeRatios() {
 	run.Ratios["upgradeVsRaw"] = round3(upgrade / run.RawUpdate[run.RawBestUpdate].Wall)
 	run.Ratios["rssVsKubectl"] = round3(maxRSS(q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply) /
 		maxRSS(run.KubectlCreate, run.KubectlUpdate))
-	if run.HelmCreate != nil {
-		run.Ratios["installVsHelm"] = round3(install / run.HelmCreate.Wall)
-		run.Ratios["upgradeVsHelm"] = round3(upgrade / run.HelmUpdate.Wall)
+	// A peer that broke (could not do the job) has no ratio.
+	ratio := func(key string, ql3 float64, peer *Proc) {
+		if peer != nil && !peer.broke() {
+			run.Ratios[key] = round3(ql3 / peer.Wall)
+		}
 	}
-	if run.KappCreate != nil {
-		run.Ratios["installVsKapp"] = round3(install / run.KappCreate.Wall)
-		run.Ratios["upgradeVsKapp"] = round3(upgrade / run.KappUpdate.Wall)
-	}
+	ratio("installVsHelm", install, run.HelmCreate)
+	ratio("upgradeVsHelm", upgrade, run.HelmUpdate)
+	ratio("installVsKapp", install, run.KappCreate)
+	ratio("upgradeVsKapp", upgrade, run.KappUpdate)
 	// Against the peers that wait: kubectl + rollout status, and the
 	// fastest of the waiting peers measured in this run.
 	if run.KubectlWaitCreate != nil { // bench.json files before issue #18 have no waiting peers
-		// A peer that did not finish (Failed) took at least its Wall: its
+		// A peer that did not finish (timed out) took at least its Wall: its
 		// ratio is an upper bound, and it is not the fastest waiting peer.
 		fastC, fastU := math.Inf(1), math.Inf(1)
 		for _, w := range []struct {
@@ -626,8 +628,8 @@ func (run *Run) computeRatios() {
 			if w.create == nil || w.update == nil {
 				continue
 			}
-			run.Ratios["installVs"+w.key] = round3(install / w.create.Wall)
-			run.Ratios["upgradeVs"+w.key] = round3(upgrade / w.update.Wall)
+			ratio("installVs"+w.key, install, w.create)
+			ratio("upgradeVs"+w.key, upgrade, w.update)
 			if w.create.Failed == "" {
 				fastC = min(fastC, w.create.Wall)
 			}

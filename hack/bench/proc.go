@@ -46,9 +46,11 @@ type Proc struct {
 	Throttled []string           `json:"throttled,omitempty"`
 	// Stderr holds the first stderr lines, "+seconds text".
 	Stderr []string `json:"stderr,omitempty"`
-	// Failed is set for a peer that did not finish its job (exited non-zero,
-	// e.g. its own wait timed out): Wall is then a lower bound of its time.
+	// Failed is set for a peer that did not do its job (exited non-zero).
+	// When its own wait timed out, Wall is a lower bound of its time; when
+	// it failed before (Broke), it has no time at all.
 	Failed string `json:"failed,omitempty"`
+	Broke  bool   `json:"broke,omitempty"`
 
 	lines  []stampedLine
 	stdout []byte

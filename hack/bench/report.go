@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -28,7 +29,12 @@ type Summary struct {
 	// Unfinished counts, per waiting peer's Seconds key, the runs in
 	// which it did not finish its job (its time is then a lower bound).
 	Unfinished map[string]int `json:"unfinished,omitempty"`
-	Goals      []Goal         `json:"goals"`
+	// Broke counts, per peer's Seconds key, the runs in which it could not
+	// do the job at all (no time, no ratio); Why is the first such
+	// failure's message.
+	Broke map[string]int    `json:"broke,omitempty"`
+	Why   map[string]string `json:"why,omitempty"`
+	Goals []Goal            `json:"goals"`
 }
 
 // Goal is one target of issue #8.
@@ -66,38 +72,55 @@ func summarize(n int, all []*Run) Summary {
 	s.Seconds["rawCreate"] = med(func(r *Run) float64 { return r.RawCreate[r.RawBestCreate].Wall })
 	s.Seconds["rawUpdate"] = med(func(r *Run) float64 { return r.RawUpdate[r.RawBestUpdate].Wall })
 	s.Seconds["lock"] = med(func(r *Run) float64 { return r.LockInstall.Wall })
-	if runs[0].HelmCreate != nil {
-		s.Seconds["helmInstall"] = med(func(r *Run) float64 { return r.HelmCreate.Wall })
-		s.Seconds["helmUpgrade"] = med(func(r *Run) float64 { return r.HelmUpdate.Wall })
-		s.PeakRSSMiB["helm"] = med(func(r *Run) float64 { return maxRSS(r.HelmCreate, r.HelmUpdate) })
-	}
-	if runs[0].KappCreate != nil {
-		s.Seconds["kappCreate"] = med(func(r *Run) float64 { return r.KappCreate.Wall })
-		s.Seconds["kappUpdate"] = med(func(r *Run) float64 { return r.KappUpdate.Wall })
-		s.PeakRSSMiB["kapp"] = med(func(r *Run) float64 { return maxRSS(r.KappCreate, r.KappUpdate) })
-	}
-	if runs[0].KubectlWaitCreate != nil {
-		s.Seconds["kubectlWaitCreate"] = med(func(r *Run) float64 { return r.KubectlWaitCreate.Wall })
-		s.Seconds["kubectlWaitUpdate"] = med(func(r *Run) float64 { return r.KubectlWaitUpdate.Wall })
-		s.PeakRSSMiB["kubectlWait"] = med(func(r *Run) float64 { return maxRSS(r.KubectlWaitCreate, r.KubectlWaitUpdate) })
-	}
-	if runs[0].HelmWaitCreate != nil {
-		s.Seconds["helmWaitInstall"] = med(func(r *Run) float64 { return r.HelmWaitCreate.Wall })
-		s.Seconds["helmWaitUpgrade"] = med(func(r *Run) float64 { return r.HelmWaitUpdate.Wall })
-		s.PeakRSSMiB["helmWait"] = med(func(r *Run) float64 { return maxRSS(r.HelmWaitCreate, r.HelmWaitUpdate) })
-	}
-	if runs[0].KappWaitCreate != nil {
-		s.Seconds["kappWaitCreate"] = med(func(r *Run) float64 { return r.KappWaitCreate.Wall })
-		s.Seconds["kappWaitUpdate"] = med(func(r *Run) float64 { return r.KappWaitUpdate.Wall })
-		s.PeakRSSMiB["kappWait"] = med(func(r *Run) float64 { return maxRSS(r.KappWaitCreate, r.KappWaitUpdate) })
-	}
-	s.Unfinished = map[string]int{}
-	for _, r := range runs {
-		for key, p := range map[string]*Proc{"kubectlWaitCreate": r.KubectlWaitCreate, "kubectlWaitUpdate": r.KubectlWaitUpdate,
-			"helmWaitInstall": r.HelmWaitCreate, "helmWaitUpgrade": r.HelmWaitUpdate, "kappWaitCreate": r.KappWaitCreate, "kappWaitUpdate": r.KappWaitUpdate} {
-			if p != nil && p.Failed != "" {
-				s.Unfinished[key]++
+	// The peers, each median over the runs in which it did not break (could
+	// not do the job, Proc.broke); the runs it broke in, or timed out in,
+	// are counted.
+	s.Unfinished, s.Broke, s.Why = map[string]int{}, map[string]int{}, map[string]string{}
+	for _, peer := range []struct {
+		rss, create, update string
+		get                 func(*Run) (*Proc, *Proc)
+	}{
+		{"helm", "helmInstall", "helmUpgrade", func(r *Run) (*Proc, *Proc) { return r.HelmCreate, r.HelmUpdate }},
+		{"kapp", "kappCreate", "kappUpdate", func(r *Run) (*Proc, *Proc) { return r.KappCreate, r.KappUpdate }},
+		{"kubectlWait", "kubectlWaitCreate", "kubectlWaitUpdate", func(r *Run) (*Proc, *Proc) { return r.KubectlWaitCreate, r.KubectlWaitUpdate }},
+		{"helmWait", "helmWaitInstall", "helmWaitUpgrade", func(r *Run) (*Proc, *Proc) { return r.HelmWaitCreate, r.HelmWaitUpdate }},
+		{"kappWait", "kappWaitCreate", "kappWaitUpdate", func(r *Run) (*Proc, *Proc) { return r.KappWaitCreate, r.KappWaitUpdate }},
+	} {
+		if c, _ := peer.get(runs[0]); c == nil {
+			continue
+		}
+		var rss []float64
+		for i, key := range []string{peer.create, peer.update} {
+			var xs []float64
+			for _, r := range runs {
+				p := procPair(peer.get(r))[i]
+				switch {
+				case p.broke():
+					s.Broke[key]++
+					s.Why[key] = cmp.Or(s.Why[key], p.Failed)
+					continue
+				case p.timedOut():
+					s.Unfinished[key]++
+				}
+				xs = append(xs, p.Wall)
 			}
+			if len(xs) > 0 {
+				s.Seconds[key] = round3(median(xs))
+			}
+		}
+		for _, r := range runs { // each run's larger peak of the two, as maxRSS
+			var ok []*Proc
+			for _, p := range procPair(peer.get(r)) {
+				if !p.broke() {
+					ok = append(ok, p)
+				}
+			}
+			if len(ok) > 0 {
+				rss = append(rss, maxRSS(ok...))
+			}
+		}
+		if len(rss) > 0 {
+			s.PeakRSSMiB[peer.rss] = round3(median(rss))
 		}
 	}
 	if runs[0].QL3Before != nil {
@@ -143,8 +166,22 @@ func summarize(n int, all []*Run) Summary {
 		}
 		s.Phases[ph.name+".cpu"] = med(func(r *Run) float64 { return ph.get(r).User + ph.get(r).Sys })
 	}
-	for k := range runs[0].Ratios {
-		s.Ratios[k] = med(func(r *Run) float64 { return r.Ratios[k] })
+	// A ratio is the median over the runs that have it (none where the
+	// peer broke).
+	keys := map[string]bool{}
+	for _, r := range runs {
+		for k := range r.Ratios {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		var xs []float64
+		for _, r := range runs {
+			if v, ok := r.Ratios[k]; ok {
+				xs = append(xs, v)
+			}
+		}
+		s.Ratios[k] = round3(median(xs))
 	}
 	s.PeakRSSMiB["ql3"] = med(func(r *Run) float64 {
 		return maxRSS(r.QL3.InstallPreflight, r.QL3.InstallApply, r.QL3.UpgradePreflight, r.QL3.UpgradeApply)
@@ -177,6 +214,9 @@ func summarize(n int, all []*Run) Summary {
 	}
 	return s
 }
+
+// procPair is a peer's create and update, as a slice.
+func procPair(create, update *Proc) []*Proc { return []*Proc{create, update} }
 
 // reportMain re-derives the ratios, the summaries and the tables of a
 // bench.json from its runs (`go run ./hack/bench report [-table F]
@@ -367,25 +407,22 @@ func markdown(rep *Report) string {
 			p["installPreflight.load"], p["installPreflight.access"], p["installPreflight.dryRun"],
 			p["installApply.loadAcquire"], p["installApply.apply"], p["installApply.converge"], p["installApply.commit"], 100*conv)
 	}
-	if len(rep.Summary) > 0 && (rep.Summary[0].Seconds["helmInstall"] > 0 || rep.Summary[0].Seconds["kappCreate"] > 0) {
+	if s0 := rep.Summary; len(s0) > 0 && (s0[0].Seconds["helmInstall"] > 0 || s0[0].Broke["helmInstall"] > 0 || s0[0].Seconds["kappCreate"] > 0 || s0[0].Broke["kappCreate"] > 0) {
 		b.WriteString("\nThe same objects, same runs, against Helm and kapp (medians; ratio = kubectl-ql3 preflight + apply / peer, per run, then the median; peak RSS):\n\n")
 		b.WriteString("| N | transition | kubectl-ql3 | `helm install` / `helm upgrade` | vs Helm | `kapp deploy --wait=false` | vs kapp |\n|---:|---|---:|---:|---:|---:|---:|\n")
-		cell := func(sec, ratio, rss float64) (string, string) {
-			if sec == 0 {
-				return "–", "–"
-			}
-			r := fmt.Sprintf("%.2f s", sec)
-			if rss > 0 {
-				r += fmt.Sprintf(", %.0f MiB", rss)
-			}
-			return r, fmt.Sprintf("%.2f×", ratio)
-		}
 		for _, s := range rep.Summary {
-			h, hr := cell(s.Seconds["helmInstall"], s.Ratios["installVsHelm"], s.PeakRSSMiB["helm"])
-			k, kr := cell(s.Seconds["kappCreate"], s.Ratios["installVsKapp"], s.PeakRSSMiB["kapp"])
+			cell := func(key, ratio string, rss float64) (string, string) {
+				sec, r := waitingCell(s.Seconds[key], s.Ratios[ratio], 0, s.Runs)
+				if sec != "–" && rss > 0 {
+					sec += fmt.Sprintf(", %.0f MiB", rss)
+				}
+				return brokeCell(sec, r, s.Broke[key], s.Runs, s.Why[key])
+			}
+			h, hr := cell("helmInstall", "installVsHelm", s.PeakRSSMiB["helm"])
+			k, kr := cell("kappCreate", "installVsKapp", s.PeakRSSMiB["kapp"])
 			fmt.Fprintf(&b, "| %s | install | %.2f s, %.0f MiB | %s | %s | %s | %s |\n", thousands(s.N), s.Seconds["install"], s.PeakRSSMiB["ql3"], h, hr, k, kr)
-			h, hr = cell(s.Seconds["helmUpgrade"], s.Ratios["upgradeVsHelm"], 0)
-			k, kr = cell(s.Seconds["kappUpdate"], s.Ratios["upgradeVsKapp"], 0)
+			h, hr = cell("helmUpgrade", "upgradeVsHelm", 0)
+			k, kr = cell("kappUpdate", "upgradeVsKapp", 0)
 			fmt.Fprintf(&b, "| %s | upgrade | %.2f s | %s | %s | %s | %s |\n", thousands(s.N), s.Seconds["upgrade"], h, hr, k, kr)
 		}
 	}
@@ -396,9 +433,13 @@ func markdown(rep *Report) string {
 			{"install", "install", "kubectlWaitCreate", "helmWaitInstall", "kappWaitCreate", "install"},
 			{"upgrade", "upgrade", "kubectlWaitUpdate", "helmWaitUpgrade", "kappWaitUpdate", "upgrade"},
 		} {
-			k, kr := waitingCell(s.Seconds[t.kw], s.Ratios[t.key+"VsKubectlWait"], s.Unfinished[t.kw], s.Runs)
-			h, hr := waitingCell(s.Seconds[t.hw], s.Ratios[t.key+"VsHelmWait"], s.Unfinished[t.hw], s.Runs)
-			ka, kar := waitingCell(s.Seconds[t.kaw], s.Ratios[t.key+"VsKappWait"], s.Unfinished[t.kaw], s.Runs)
+			cell := func(key, ratio string) (string, string) {
+				sec, r := waitingCell(s.Seconds[key], s.Ratios[ratio], s.Unfinished[key], s.Runs)
+				return brokeCell(sec, r, s.Broke[key], s.Runs, s.Why[key])
+			}
+			k, kr := cell(t.kw, t.key+"VsKubectlWait")
+			h, hr := cell(t.hw, t.key+"VsHelmWait")
+			ka, kar := cell(t.kaw, t.key+"VsKappWait")
 			fmt.Fprintf(&b, "| %s | %s | %.2f s | %s | %s | %s | %s | %s | %s | %.2f× |\n", thousands(s.N), t.name, s.Seconds[t.ql3],
 				k, kr, h, hr, ka, kar, s.Ratios[t.key+"VsFastestWaiting"])
 		}

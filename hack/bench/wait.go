@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // waitingPeer is one contender that waits, as the ceremony's apply does,
@@ -49,12 +50,12 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 		if err != nil {
 			return nil, err
 		}
-		rollout, err := peerRun(b.env, b.c.kubectl, "rollout", "status", "deployment", "-l", "qinglong.io/role", "-n", nsKubectl, "--timeout", "5m")
+		rollout, err := peerRun(peerTimeout, b.env, b.c.kubectl, "rollout", "status", "deployment", "-l", "qinglong.io/role", "-n", nsKubectl, "--timeout", "5m")
 		if err != nil {
 			return nil, err
 		}
 		p := sumProcs(apply, rollout)
-		p.Failed = rollout.Failed
+		p.Failed, p.Broke = rollout.Failed, rollout.Broke
 		return p, nil
 	}
 	peers = append(peers, waitingPeer{"kubectl+wait",
@@ -85,14 +86,14 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 		}
 		peers = append(peers, waitingPeer{"helm+wait",
 			func() (err error) {
-				if run.HelmWaitCreate, err = peerRun(env, b.c.helm, helm(charts[0])...); err != nil {
+				if run.HelmWaitCreate, err = peerRun(peerTimeout, env, b.c.helm, helm(charts[0])...); err != nil {
 					return err
 				}
 				err = b.settle(nsHelm)
 				return err
 			},
 			func() (err error) {
-				run.HelmWaitUpdate, err = peerRun(env, b.c.helm, helm(charts[1])...)
+				run.HelmWaitUpdate, err = peerRun(peerTimeout, env, b.c.helm, helm(charts[1])...)
 				return err
 			}})
 	}
@@ -108,25 +109,32 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 		}
 		peers = append(peers, waitingPeer{"kapp+wait",
 			func() (err error) {
-				if run.KappWaitCreate, err = peerRun(b.env, b.c.kapp, kapp(files[0])...); err != nil {
+				if run.KappWaitCreate, err = peerRun(peerTimeout, b.env, b.c.kapp, kapp(files[0])...); err != nil {
 					return err
 				}
 				err = b.settle(nsKapp)
 				return err
 			},
 			func() (err error) {
-				run.KappWaitUpdate, err = peerRun(b.env, b.c.kapp, kapp(files[1])...)
+				run.KappWaitUpdate, err = peerRun(peerTimeout, b.env, b.c.kapp, kapp(files[1])...)
 				return err
 			}})
 	}
 	return peers, nil
 }
 
-// peerRun runs a waiting peer: a non-zero exit (its own wait timing out,
-// say: Helm's kstatus watcher is rate-limited on the client at 3,000
-// objects) is recorded in Failed, not fatal to the benchmark; the time is
-// then a lower bound of the peer's.
-func peerRun(env []string, name string, args ...string) (*Proc, error) {
+// peerTimeout is every waiting peer's own timeout (--timeout 5m,
+// --wait-timeout 5m).
+const peerTimeout = 5 * time.Minute
+
+// peerRun runs a peer whose own wait gives up after wait (0: it does not
+// wait): a non-zero exit is recorded in Failed, not fatal to the
+// benchmark. Either the peer's wait timed out (timedOut: Helm's kstatus
+// watcher is rate-limited on the client at 3,000 objects), and its time is
+// a lower bound of the peer's, or it could not do the job at all (broke:
+// Helm's release Secret cannot hold 10,000 objects), and it has no time to
+// compare.
+func peerRun(wait time.Duration, env []string, name string, args ...string) (*Proc, error) {
 	p, err := run(env, name, args...)
 	if err != nil && p != nil && p.Wall > 0 {
 		first, _, _ := strings.Cut(err.Error(), "\n")
@@ -135,11 +143,25 @@ func peerRun(env []string, name string, args ...string) (*Proc, error) {
 			last, _, _ := strings.Cut(err.Error()[i+1:], "\n")
 			p.Failed += ": " + last
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s did not finish (%.0f s): %s\n", filepath.Base(name), p.Wall, p.Failed)
+		p.Broke = wait == 0 || p.Wall < wait.Seconds()
+		what := "did not finish"
+		if p.Broke {
+			what = "failed"
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s %s (%.0f s): %s\n", filepath.Base(name), what, p.Wall, p.Failed)
 		return p, nil
 	}
 	return p, err
 }
+
+// timedOut is a peer that failed when its own wait ran out: its Wall is a
+// lower bound of its time. (Runs recorded before Broke existed failed only
+// so.)
+func (p *Proc) timedOut() bool { return p != nil && p.Failed != "" && !p.Broke }
+
+// broke is a peer that failed before its wait ran out: it could not do
+// the job, and its Wall is no time for it.
+func (p *Proc) broke() bool { return p != nil && p.Broke }
 
 // sumProcs is processes run one after the other as one contender: wall
 // and CPU times add up, the peak RSS is the larger one.
@@ -167,4 +189,20 @@ func waitingCell(sec, ratio float64, unfinished, runs int) (string, string) {
 		return fmt.Sprintf("≥ %.2f s (%d of %d runs did not finish)", sec, unfinished, runs), fmt.Sprintf("≤ %.2f×", ratio)
 	}
 	return fmt.Sprintf("%.2f s", sec), fmt.Sprintf("%.2f×", ratio)
+}
+
+// brokeCell adds to a peer's cells (waitingCell) the runs in which it broke
+// (could not do the job: no time, no ratio), and why, when none finished.
+func brokeCell(sec, ratio string, broke, runs int, why string) (string, string) {
+	switch {
+	case broke == 0:
+		return sec, ratio
+	case sec == "–":
+		if i := strings.LastIndex(why, "Error: "); i >= 0 { // the peer's own message, not its command line
+			why = why[i:]
+		}
+		return fmt.Sprintf("failed (%d of %d runs): %s", broke, runs, strings.ReplaceAll(why, "|", "\\|")), "–"
+	default:
+		return fmt.Sprintf("%s (failed in %d of %d runs)", sec, broke, runs), ratio
+	}
 }
