@@ -482,7 +482,7 @@ func (b *bencher) run(n, r int) (*Run, error) {
 				return err
 			},
 			func() (err error) {
-				run.HelmUpdate, err = peerRun(0, helmEnv, b.c.helm, "upgrade", "bench", charts[1], "-n", nsH)
+				run.HelmUpdate, err = notRun(run.HelmCreate, func() (*Proc, error) { return peerRun(0, helmEnv, b.c.helm, "upgrade", "bench", charts[1], "-n", nsH) })
 				return err
 			}})
 	}
@@ -506,7 +506,7 @@ func (b *bencher) run(n, r int) (*Run, error) {
 				return err
 			},
 			func() (err error) {
-				run.KappUpdate, err = peerRun(0, b.env, b.c.kapp, kapp(f2)...)
+				run.KappUpdate, err = notRun(run.KappCreate, func() (*Proc, error) { return peerRun(0, b.env, b.c.kapp, kapp(f2)...) })
 				return err
 			}})
 	}
@@ -593,9 +593,7 @@ func (b *bencher) run(n, r int) (*Run, error) {
 // `hack/bench report` on a bench.json, so a report can be re-derived
 // without re-running the clients).
 func (run *Run) computeRatios() {
-	if run.Ratios == nil {
-		run.Ratios = map[string]float64{}
-	}
+	run.Ratios = map[string]float64{} // afresh: a re-derived report keeps no ratio the code no longer gives
 	q := run.QL3
 	install := q.InstallPreflight.Wall + q.InstallApply.Wall
 	upgrade := q.UpgradePreflight.Wall + q.UpgradeApply.Wall
@@ -643,8 +641,9 @@ func (run *Run) computeRatios() {
 		if !math.IsInf(fastU, 1) {
 			run.Ratios["upgradeVsFastestWaiting"] = round3(upgrade / fastU)
 		}
-		run.Ratios["rssVsKubectlWait"] = round3(maxRSS(q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply) /
-			maxRSS(run.KubectlWaitCreate, run.KubectlWaitUpdate))
+		if kw := finished(run.KubectlWaitCreate, run.KubectlWaitUpdate); len(kw) > 0 {
+			run.Ratios["rssVsKubectlWait"] = round3(maxRSS(q.InstallPreflight, q.InstallApply, q.UpgradePreflight, q.UpgradeApply) / maxRSS(kw...))
+		}
 	}
 	if bq := run.QL3Before; bq != nil {
 		run.Ratios["installVsBefore"] = round3(install / (bq.InstallPreflight.Wall + bq.InstallApply.Wall))

@@ -109,13 +109,7 @@ func summarize(n int, all []*Run) Summary {
 			}
 		}
 		for _, r := range runs { // each run's larger peak of the two, as maxRSS
-			var ok []*Proc
-			for _, p := range procPair(peer.get(r)) {
-				if !p.broke() {
-					ok = append(ok, p)
-				}
-			}
-			if len(ok) > 0 {
+			if ok := finished(peer.get(r)); len(ok) > 0 {
 				rss = append(rss, maxRSS(ok...))
 			}
 		}
@@ -188,35 +182,47 @@ func summarize(n int, all []*Run) Summary {
 	})
 	s.PeakRSSMiB["kubectl"] = med(func(r *Run) float64 { return maxRSS(r.KubectlCreate, r.KubectlUpdate) })
 	s.PeakRSSMiB["raw"] = med(func(r *Run) float64 { return maxRSS(r.RawCreate[r.RawBestCreate], r.RawUpdate[r.RawBestUpdate]) })
-	goal := func(name string, v, limit float64) {
-		s.Goals = append(s.Goals, Goal{Name: name, Value: v, Limit: limit, Met: v <= limit})
+	// A goal whose ratio no run has (a peer left out, or one that broke in
+	// every run) is not a goal of this summary.
+	goal := func(name, key string, limit float64) {
+		if v, ok := s.Ratios[key]; ok {
+			s.Goals = append(s.Goals, Goal{Name: name, Value: v, Limit: limit, Met: v <= limit})
+		}
 	}
-	goal("install (preflight + apply) / kubectl apply --server-side create", s.Ratios["installVsKubectl"], 1.0)
-	goal("install (preflight + apply) / raw lower bound (dry-run + apply)", s.Ratios["installVsRaw"], 1.3)
-	goal("upgrade (preflight + apply) / kubectl apply --server-side update", s.Ratios["upgradeVsKubectl"], 1.0)
-	goal("upgrade (preflight + apply) / raw lower bound (dry-run + apply)", s.Ratios["upgradeVsRaw"], 1.3)
-	goal("peak RSS of kubectl-ql3 / peak RSS of kubectl", s.Ratios["rssVsKubectl"], 1.0)
-	goal("install: the ceremony's own client work (less render and the controllers' wait) / raw lower bound", s.Ratios["installClientVsRaw"], 1.2)
-	goal("upgrade: the ceremony's own client work (less render) / raw lower bound", s.Ratios["upgradeClientVsRaw"], 1.2)
+	goal("install (preflight + apply) / kubectl apply --server-side create", "installVsKubectl", 1.0)
+	goal("install (preflight + apply) / raw lower bound (dry-run + apply)", "installVsRaw", 1.3)
+	goal("upgrade (preflight + apply) / kubectl apply --server-side update", "upgradeVsKubectl", 1.0)
+	goal("upgrade (preflight + apply) / raw lower bound (dry-run + apply)", "upgradeVsRaw", 1.3)
+	goal("peak RSS of kubectl-ql3 / peak RSS of kubectl", "rssVsKubectl", 1.0)
+	goal("install: the ceremony's own client work (less render and the controllers' wait) / raw lower bound", "installClientVsRaw", 1.2)
+	goal("upgrade: the ceremony's own client work (less render) / raw lower bound", "upgradeClientVsRaw", 1.2)
 	// Issue #18: against the peers that wait until Current.
-	goal("install / fastest waiting peer (kubectl + rollout status, helm --wait, kapp deploy)", s.Ratios["installVsFastestWaiting"], 1.0)
-	goal("upgrade / fastest waiting peer", s.Ratios["upgradeVsFastestWaiting"], 1.0)
-	goal("install / kubectl apply --server-side -k + rollout status", s.Ratios["installVsKubectlWait"], 1.0)
-	goal("upgrade / kubectl apply --server-side -k + rollout status", s.Ratios["upgradeVsKubectlWait"], 1.0)
-	goal("peak RSS of kubectl-ql3 / peak RSS of kubectl apply -k + rollout status", s.Ratios["rssVsKubectlWait"], 1.0)
-	if _, ok := s.Ratios["installVsHelm"]; ok {
-		goal("install / helm install", s.Ratios["installVsHelm"], 1.0)
-		goal("upgrade / helm upgrade", s.Ratios["upgradeVsHelm"], 1.0)
-	}
-	if _, ok := s.Ratios["installVsKapp"]; ok {
-		goal("install / kapp deploy --wait=false (create)", s.Ratios["installVsKapp"], 1.0)
-		goal("upgrade / kapp deploy --wait=false (update)", s.Ratios["upgradeVsKapp"], 1.0)
-	}
+	goal("install / fastest waiting peer (kubectl + rollout status, helm --wait, kapp deploy)", "installVsFastestWaiting", 1.0)
+	goal("upgrade / fastest waiting peer", "upgradeVsFastestWaiting", 1.0)
+	goal("install / kubectl apply --server-side -k + rollout status", "installVsKubectlWait", 1.0)
+	goal("upgrade / kubectl apply --server-side -k + rollout status", "upgradeVsKubectlWait", 1.0)
+	goal("peak RSS of kubectl-ql3 / peak RSS of kubectl apply -k + rollout status", "rssVsKubectlWait", 1.0)
+	goal("install / helm install", "installVsHelm", 1.0)
+	goal("upgrade / helm upgrade", "upgradeVsHelm", 1.0)
+	goal("install / kapp deploy --wait=false (create)", "installVsKapp", 1.0)
+	goal("upgrade / kapp deploy --wait=false (update)", "upgradeVsKapp", 1.0)
 	return s
 }
 
 // procPair is a peer's create and update, as a slice.
 func procPair(create, update *Proc) []*Proc { return []*Proc{create, update} }
+
+// finished is those of a peer's create and update that did not break: the
+// ones whose peak RSS is the peer's.
+func finished(create, update *Proc) []*Proc {
+	var ok []*Proc
+	for _, p := range procPair(create, update) {
+		if p != nil && !p.broke() {
+			ok = append(ok, p)
+		}
+	}
+	return ok
+}
 
 // reportMain re-derives the ratios, the summaries and the tables of a
 // bench.json from its runs (`go run ./hack/bench report [-table F]

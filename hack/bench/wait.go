@@ -67,7 +67,7 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 			return err
 		},
 		func() (err error) {
-			run.KubectlWaitUpdate, err = kubectlWait(kDirs[1])
+			run.KubectlWaitUpdate, err = notRun(run.KubectlWaitCreate, func() (*Proc, error) { return kubectlWait(kDirs[1]) })
 			return err
 		}})
 
@@ -93,7 +93,7 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 				return err
 			},
 			func() (err error) {
-				run.HelmWaitUpdate, err = peerRun(peerTimeout, env, b.c.helm, helm(charts[1])...)
+				run.HelmWaitUpdate, err = notRun(run.HelmWaitCreate, func() (*Proc, error) { return peerRun(peerTimeout, env, b.c.helm, helm(charts[1])...) })
 				return err
 			}})
 	}
@@ -116,7 +116,7 @@ func (b *bencher) waitingPeers(run *Run, n int, dir, nsKubectl, nsHelm, nsKapp s
 				return err
 			},
 			func() (err error) {
-				run.KappWaitUpdate, err = peerRun(peerTimeout, b.env, b.c.kapp, kapp(files[1])...)
+				run.KappWaitUpdate, err = notRun(run.KappWaitCreate, func() (*Proc, error) { return peerRun(peerTimeout, b.env, b.c.kapp, kapp(files[1])...) })
 				return err
 			}})
 	}
@@ -143,7 +143,7 @@ func peerRun(wait time.Duration, env []string, name string, args ...string) (*Pr
 			last, _, _ := strings.Cut(err.Error()[i+1:], "\n")
 			p.Failed += ": " + last
 		}
-		p.Broke = wait == 0 || p.Wall < wait.Seconds()
+		p.Broke = wait == 0 || p.Wall < wait.Seconds() || !saysTimedOut(err)
 		what := "did not finish"
 		if p.Broke {
 			what = "failed"
@@ -152,6 +152,27 @@ func peerRun(wait time.Duration, env []string, name string, args ...string) (*Pr
 		return p, nil
 	}
 	return p, err
+}
+
+// saysTimedOut is whether a peer's error (its output after "exit status",
+// not its command line, which names --timeout) says its wait ran out:
+// "timed out waiting for the condition" (kubectl), "would exceed context
+// deadline" (Helm's rate limiter), "Timed out waiting after 5m0s" (kapp).
+func saysTimedOut(err error) bool {
+	_, out, _ := strings.Cut(err.Error(), ": exit status ")
+	out = strings.ToLower(out)
+	return strings.Contains(out, "timed out") || strings.Contains(out, "deadline") || strings.Contains(out, "timeout")
+}
+
+// notRun is a peer's update when its create broke: it is not run (Helm's
+// upgrade of a release never installed would fail for that reason, and
+// kapp's would mostly create), and it is recorded broken for the create's
+// reason.
+func notRun(create *Proc, update func() (*Proc, error)) (*Proc, error) {
+	if create.broke() {
+		return &Proc{Broke: true, Failed: "not run, as the create failed: " + create.Failed}, nil
+	}
+	return update()
 }
 
 // timedOut is a peer that failed when its own wait ran out: its Wall is a
@@ -197,6 +218,8 @@ func brokeCell(sec, ratio string, broke, runs int, why string) (string, string) 
 	switch {
 	case broke == 0:
 		return sec, ratio
+	case sec == "–" && strings.HasPrefix(why, "not run"):
+		return fmt.Sprintf("not run (its create failed in %d of %d runs)", broke, runs), "–"
 	case sec == "–":
 		if i := strings.LastIndex(why, "Error: "); i >= 0 { // the peer's own message, not its command line
 			why = why[i:]
