@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +56,14 @@ func nodeMain(args []string) {
 	plugin := fs.String("plugin", "bin/kubectl-ql3", "the kubectl-ql3 binary")
 	kubectl := fs.String("kubectl", "bin/controlplane/kubectl", "the kubectl binary")
 	out := fs.String("out", "bench-node.json", "results file")
+	report := fs.String("report", "", "re-derive the medians and tables of this results file, rewriting it, and run nothing")
 	_ = fs.Parse(args)
+	if *report != "" {
+		if err := rederiveNode(*report); err != nil {
+			die(err)
+		}
+		return
+	}
 	absPaths(plugin, kubectl)
 	b := &nodeBed{env: cleanEnv(), plugin: *plugin, kubectl: *kubectl}
 	if err := b.bench(*runs, *out); err != nil {
@@ -104,15 +115,52 @@ func (b *nodeBed) bench(runs int, out string) error {
 		fmt.Fprintf(os.Stderr, "bench node: upgrade %d: ql3 %.2fs (preflight %.2f + apply %.2f), preflight --apply %.2fs, kubectl + rollout status %.2fs\n",
 			r, pf.Wall+ap.Wall, pf.Wall, ap.Wall, once.Wall, kc.Wall+ro.Wall)
 	}
+	return rep.save(out)
+}
+
+// rederiveNode recomputes the medians of the bench-node.json at path from
+// its runs, rewrites it and prints the tables: a change to what the report
+// computes needs no new run.
+func rederiveNode(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rep NodeReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, p := range slices.Concat(rep.Apply, rep.Once) { // the converge phases, from the stderr lines kept
+		p.lines = nil
+		for _, l := range p.Stderr {
+			at, text, _ := strings.Cut(l, " ")
+			sec, err := strconv.ParseFloat(strings.TrimPrefix(at, "+"), 64)
+			if err != nil {
+				return fmt.Errorf("%s: stderr line %q: %w", path, l, err)
+			}
+			p.lines = append(p.lines, stampedLine{at: sec, text: text})
+		}
+		if err := convergePhase(p); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return rep.save(path)
+}
+
+// save computes the medians, writes the report to out and prints its
+// tables.
+func (rep *NodeReport) save(out string) error {
 	rep.medians()
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("| upgrade of a 2-replica Deployment on the node, median of %d | s | ratio |\n|---|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f (%.2f + %.2f) | %.2f× (apply alone %.2f×) |\n| `kubectl ql3 preflight --apply` | %.2f | %.2f× |\n| `kubectl apply --server-side` + `rollout status` | %.2f | |\n",
-		runs, rep.Medians["ql3"], rep.Medians["preflight"], rep.Medians["apply"], rep.Medians["ratio"], rep.Medians["applyRatio"], rep.Medians["once"], rep.Medians["onceRatio"], rep.Medians["kubectl"])
+	runs := len(rep.Apply)
+	m := rep.Medians
+	fmt.Printf("| upgrade of a 2-replica Deployment on the node, median of %d | s | ratio (95%% interval) |\n|---|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f (%.2f + %.2f) | %.2f× (%.2f–%.2f; apply alone %.2f×) |\n| `kubectl ql3 preflight --apply` | %.2f | %.2f× (%.2f–%.2f) |\n| `kubectl apply --server-side` + `rollout status` | %.2f | |\n",
+		runs, m["ql3"], m["preflight"], m["apply"], m["ratio"], m["ratioLow"], m["ratioHigh"], m["applyRatio"], m["once"], m["onceRatio"], m["onceRatioLow"], m["onceRatioHigh"], m["kubectl"])
 	fmt.Printf("\n| time besides the rollout, median of %d | s | ratio to `kubectl apply` alone |\n|---|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f | %.2f× |\n| `kubectl ql3 preflight --apply` | %.2f | %.2f× |\n| `kubectl apply --server-side` | %.2f | |\n",
-		runs, rep.Medians["ql3Own"], rep.Medians["ownRatio"], rep.Medians["onceOwn"], rep.Medians["onceOwnRatio"], rep.Medians["kubectlApply"])
+		runs, m["ql3Own"], m["ownRatio"], m["onceOwn"], m["onceOwnRatio"], m["kubectlApply"])
 	return os.WriteFile(out, append(data, '\n'), 0o644)
 }
 
@@ -127,7 +175,36 @@ func (rep *NodeReport) medians() {
 	rep.Medians = map[string]float64{"ql3": round3(median(q)), "preflight": round3(median(p)), "apply": round3(median(a)),
 		"once": round3(median(o)), "onceRatio": round3(median(onceRatio)),
 		"kubectl": round3(median(k)), "ratio": round3(median(ratio)), "applyRatio": round3(median(applyRatio))}
+	rep.Medians["ratioLow"], rep.Medians["ratioHigh"] = medianInterval(ratio)
+	rep.Medians["onceRatioLow"], rep.Medians["onceRatioHigh"] = medianInterval(onceRatio)
 	rep.ownTime()
+}
+
+// medianInterval is a 95% confidence interval of the median of xs (the
+// per-run ratios), free of any assumption about their distribution: with
+// the values sorted, x(k) to x(n+1-k) for the largest k at which
+// P(Binomial(n, 1/2) <= k-1) is at most 2.5% (for 25 runs, x(8) to x(18),
+// which holds the median with 95.7% probability); with fewer than 6 runs,
+// the whole range. The rollouts, paced by the readiness probe, make one
+// run's ratio vary by ±50%; the interval says whether a median under 1.0
+// is more than that noise.
+func medianInterval(xs []float64) (lo, hi float64) {
+	n := len(xs)
+	if n == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	k, cdf, p := 0, 0.0, math.Pow(0.5, float64(n)) // p = P(B = j), from j = 0
+	for j := 0; j < n; j++ {
+		if cdf+p > 0.025 {
+			break
+		}
+		cdf, k = cdf+p, j+1
+		p = p * float64(n-j) / float64(j+1)
+	}
+	k = max(k, 1)
+	return round3(s[k-1]), round3(s[n-k])
 }
 
 // ownTime adds the medians of each contender's time besides the rollout,

@@ -114,3 +114,33 @@ func TestBrokeCell(t *testing.T) {
 		}
 	}
 }
+
+func TestMedianInterval(t *testing.T) {
+	var xs []float64 // 25 runs, in an order that is not sorted: 1.25, 1.24, ..., 0.01
+	for i := range 25 {
+		xs = append(xs, 0.05*float64(25-i))
+	}
+	for _, c := range []struct {
+		n      int
+		lo, hi float64
+	}{
+		{25, 0.4, 0.9},  // x(8) and x(18) of 0.05..1.25: P(B(25) <= 7) = 2.16%, P(B <= 8) = 5.39%
+		{60, 1.1, 1.95}, // 60 runs of 0.05..3.0 (below): x(22) to x(39), P(B(60) <= 21) = 1.37%, <= 22 is 2.59%
+		{6, 0.05, 0.3},  // 6 runs: x(1) to x(6), P(B(6) = 0) = 1.6%
+		{5, 0.05, 0.25}, // fewer than 6: the whole range
+	} {
+		ys := xs
+		if c.n == 60 {
+			ys = nil
+			for i := range 60 {
+				ys = append(ys, 0.05*float64(60-i))
+			}
+		} else {
+			ys = xs[25-c.n:]
+		}
+		lo, hi := medianInterval(ys)
+		if lo != round3(c.lo) || hi != round3(c.hi) {
+			t.Errorf("n=%d: interval %v–%v, want %v–%v", c.n, lo, hi, c.lo, c.hi)
+		}
+	}
+}
