@@ -33,8 +33,8 @@ BENCH_N    ?= 100,1000,3000
 BENCH_RUNS ?= 3
 BENCH_SCALE_N ?= 10000
 # Upgrades per contender of the node benchmark: its rollouts, paced by a
-# 1-second readiness probe, vary by a second, and the 95% interval of the
-# median ratio is about ±8% over 25 upgrades, ±5% over 60.
+# 1-second readiness probe, vary by a second; over 60 upgrades the interval
+# of the median ratio it prints was ±4-7% (docs/performance.md).
 BENCH_NODE_RUNS ?= 60
 # The peers of the main benchmark; empty leaves one out. A peer that cannot
 # do the job (Helm's release Secret cannot hold 10,000 objects) is recorded

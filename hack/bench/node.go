@@ -130,21 +130,39 @@ func rederiveNode(path string) error {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	for _, p := range slices.Concat(rep.Apply, rep.Once) { // the converge phases, from the stderr lines kept
-		p.lines = nil
-		for _, l := range p.Stderr {
-			at, text, _ := strings.Cut(l, " ")
-			sec, err := strconv.ParseFloat(strings.TrimPrefix(at, "+"), 64)
-			if err != nil {
-				return fmt.Errorf("%s: stderr line %q: %w", path, l, err)
-			}
-			p.lines = append(p.lines, stampedLine{at: sec, text: text})
-		}
-		if err := convergePhase(p); err != nil {
+	n := len(rep.Apply)
+	if n == 0 || len(rep.Preflight) != n || len(rep.Once) != n || len(rep.Kubectl) != n || len(rep.Rollout) != n {
+		return fmt.Errorf("%s: want as many preflight, apply, once, kubectl and rollout runs, at least one (files before preflight --apply have no once): %d, %d, %d, %d, %d",
+			path, len(rep.Preflight), n, len(rep.Once), len(rep.Kubectl), len(rep.Rollout))
+	}
+	for _, p := range slices.Concat(rep.Apply, rep.Once) {
+		if err := restampedPhases(p); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	return rep.save(path)
+}
+
+// restampedPhases gives a saved apply its converge phase again from the
+// stderr lines kept with it ("+seconds text", the first 60): files saved
+// before the phases were have none. Where the kept lines end before
+// converge's, the saved phases stand.
+func restampedPhases(p *Proc) error {
+	saved := p.Phases
+	p.lines = nil
+	for _, l := range p.Stderr {
+		at, text, _ := strings.Cut(l, " ")
+		sec, err := strconv.ParseFloat(strings.TrimPrefix(at, "+"), 64)
+		if err != nil {
+			return fmt.Errorf("stderr line %q: %w", l, err)
+		}
+		p.lines = append(p.lines, stampedLine{at: sec, text: text})
+	}
+	err := convergePhase(p)
+	if _, ok := saved["converge"]; err != nil && ok {
+		p.Phases, err = saved, nil
+	}
+	return err
 }
 
 // save computes the medians, writes the report to out and prints its
@@ -157,8 +175,8 @@ func (rep *NodeReport) save(out string) error {
 	}
 	runs := len(rep.Apply)
 	m := rep.Medians
-	fmt.Printf("| upgrade of a 2-replica Deployment on the node, median of %d | s | ratio (95%% interval) |\n|---|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f (%.2f + %.2f) | %.2f× (%.2f–%.2f; apply alone %.2f×) |\n| `kubectl ql3 preflight --apply` | %.2f | %.2f× (%.2f–%.2f) |\n| `kubectl apply --server-side` + `rollout status` | %.2f | |\n",
-		runs, m["ql3"], m["preflight"], m["apply"], m["ratio"], m["ratioLow"], m["ratioHigh"], m["applyRatio"], m["once"], m["onceRatio"], m["onceRatioLow"], m["onceRatioHigh"], m["kubectl"])
+	fmt.Printf("| upgrade of a 2-replica Deployment on the node, median of %d | s | ratio (%.1f%% interval) |\n|---|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f (%.2f + %.2f) | %.2f× (%.2f–%.2f; apply alone %.2f×) |\n| `kubectl ql3 preflight --apply` | %.2f | %.2f× (%.2f–%.2f) |\n| `kubectl apply --server-side` + `rollout status` | %.2f | |\n",
+		runs, 100*m["intervalCoverage"], m["ql3"], m["preflight"], m["apply"], m["ratio"], m["ratioLow"], m["ratioHigh"], m["applyRatio"], m["once"], m["onceRatio"], m["onceRatioLow"], m["onceRatioHigh"], m["kubectl"])
 	fmt.Printf("\n| time besides the rollout, median of %d | s | ratio to `kubectl apply` alone |\n|---|---|---|\n| `kubectl ql3 preflight` + `apply` | %.2f | %.2f× |\n| `kubectl ql3 preflight --apply` | %.2f | %.2f× |\n| `kubectl apply --server-side` | %.2f | |\n",
 		runs, m["ql3Own"], m["ownRatio"], m["onceOwn"], m["onceOwnRatio"], m["kubectlApply"])
 	return os.WriteFile(out, append(data, '\n'), 0o644)
@@ -172,30 +190,35 @@ func (rep *NodeReport) medians() {
 		o, onceRatio = append(o, rep.Once[i].Wall), append(onceRatio, rep.Once[i].Wall/kc)
 		ratio, applyRatio = append(ratio, ql3/kc), append(applyRatio, rep.Apply[i].Wall/kc)
 	}
-	rep.Medians = map[string]float64{"ql3": round3(median(q)), "preflight": round3(median(p)), "apply": round3(median(a)),
-		"once": round3(median(o)), "onceRatio": round3(median(onceRatio)),
-		"kubectl": round3(median(k)), "ratio": round3(median(ratio)), "applyRatio": round3(median(applyRatio))}
-	rep.Medians["ratioLow"], rep.Medians["ratioHigh"] = medianInterval(ratio)
-	rep.Medians["onceRatioLow"], rep.Medians["onceRatioHigh"] = medianInterval(onceRatio)
+	// Unrounded: the tables round once, to two places (a value rounded to
+	// three first, 0.8747 to 0.875, would print as 0.88).
+	rep.Medians = map[string]float64{"ql3": median(q), "preflight": median(p), "apply": median(a),
+		"once": median(o), "onceRatio": median(onceRatio),
+		"kubectl": median(k), "ratio": median(ratio), "applyRatio": median(applyRatio)}
+	rep.Medians["ratioLow"], rep.Medians["ratioHigh"], rep.Medians["intervalCoverage"] = medianInterval(ratio)
+	rep.Medians["onceRatioLow"], rep.Medians["onceRatioHigh"], _ = medianInterval(onceRatio)
 	rep.ownTime()
 }
 
 // medianInterval is a 95% confidence interval of the median of xs (the
-// per-run ratios), free of any assumption about their distribution: with
-// the values sorted, x(k) to x(n+1-k) for the largest k at which
-// P(Binomial(n, 1/2) <= k-1) is at most 2.5% (for 25 runs, x(8) to x(18),
-// which holds the median with 95.7% probability); with fewer than 6 runs,
-// the whole range. The rollouts, paced by the readiness probe, make one
-// run's ratio vary by ±50%; the interval says whether a median under 1.0
-// is more than that noise.
-func medianInterval(xs []float64) (lo, hi float64) {
+// per-run ratios), free of any assumption about their distribution but
+// that the runs are independent: with the values sorted, x(k) to x(n+1-k)
+// for the largest k at which P(Binomial(n, 1/2) <= k-1) is at most 2.5%
+// (for 25 runs, x(8) to x(18)); coverage is the probability it holds the
+// median, 1 - 2 P(B <= k-1) (95.7% for 25 runs, 97.3% for 60). With fewer
+// than 6 runs no k reaches 95%: the interval is the whole range, and its
+// coverage less (93.75% for 5). The rollouts, paced by the readiness probe,
+// make one run's ratio vary by ±50%; the interval says whether a median
+// under 1.0 is more than that noise.
+func medianInterval(xs []float64) (lo, hi, coverage float64) {
 	n := len(xs)
 	if n == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	k, cdf, p := 0, 0.0, math.Pow(0.5, float64(n)) // p = P(B = j), from j = 0
+	p0 := math.Pow(0.5, float64(n))
+	k, cdf, p := 0, 0.0, p0 // p = P(B = j), from j = 0
 	for j := 0; j < n; j++ {
 		if cdf+p > 0.025 {
 			break
@@ -203,8 +226,10 @@ func medianInterval(xs []float64) (lo, hi float64) {
 		cdf, k = cdf+p, j+1
 		p = p * float64(n-j) / float64(j+1)
 	}
-	k = max(k, 1)
-	return round3(s[k-1]), round3(s[n-k])
+	if k == 0 {
+		k, cdf = 1, p0
+	}
+	return s[k-1], s[n-k], 1 - 2*cdf
 }
 
 // ownTime adds the medians of each contender's time besides the rollout,
@@ -222,7 +247,7 @@ func (rep *NodeReport) ownTime() {
 		qr, or = append(qr, ql3/kc), append(or, once/kc)
 	}
 	for name, v := range map[string][]float64{"ql3Own": q, "onceOwn": o, "kubectlApply": k, "ownRatio": qr, "onceOwnRatio": or} {
-		rep.Medians[name] = round3(median(v))
+		rep.Medians[name] = median(v)
 	}
 }
 

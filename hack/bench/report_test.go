@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -116,31 +117,28 @@ func TestBrokeCell(t *testing.T) {
 }
 
 func TestMedianInterval(t *testing.T) {
-	var xs []float64 // 25 runs, in an order that is not sorted: 1.25, 1.24, ..., 0.01
-	for i := range 25 {
-		xs = append(xs, 0.05*float64(25-i))
+	ratios := func(n int) []float64 { // n runs, not in order: 0.05 n, ..., 0.10, 0.05
+		var xs []float64
+		for i := range n {
+			xs = append(xs, 0.05*float64(n-i))
+		}
+		return xs
 	}
 	for _, c := range []struct {
-		n      int
-		lo, hi float64
+		n, k     int // the interval is the k-th smallest to the k-th largest
+		coverage float64
 	}{
-		{25, 0.4, 0.9},  // x(8) and x(18) of 0.05..1.25: P(B(25) <= 7) = 2.16%, P(B <= 8) = 5.39%
-		{60, 1.1, 1.95}, // 60 runs of 0.05..3.0 (below): x(22) to x(39), P(B(60) <= 21) = 1.37%, <= 22 is 2.59%
-		{6, 0.05, 0.3},  // 6 runs: x(1) to x(6), P(B(6) = 0) = 1.6%
-		{5, 0.05, 0.25}, // fewer than 6: the whole range
+		{25, 8, 0.9567},  // P(B(25) <= 7) = 2.16%, <= 8 is 5.39%
+		{60, 22, 0.9727}, // P(B(60) <= 21) = 1.37%, <= 22 is 2.59%
+		{6, 1, 0.9688},   // P(B(6) = 0) = 1.56%
+		{5, 1, 0.9375},   // fewer than 6: the whole range, P(B(5) = 0) = 3.13% a side
 	} {
-		ys := xs
-		if c.n == 60 {
-			ys = nil
-			for i := range 60 {
-				ys = append(ys, 0.05*float64(60-i))
-			}
-		} else {
-			ys = xs[25-c.n:]
+		lo, hi, coverage := medianInterval(ratios(c.n))
+		if want := 0.05 * float64(c.k); lo != want || hi != 0.05*float64(c.n+1-c.k) {
+			t.Errorf("n=%d: interval %v–%v, want x(%d)–x(%d) = %v–%v", c.n, lo, hi, c.k, c.n+1-c.k, want, 0.05*float64(c.n+1-c.k))
 		}
-		lo, hi := medianInterval(ys)
-		if lo != round3(c.lo) || hi != round3(c.hi) {
-			t.Errorf("n=%d: interval %v–%v, want %v–%v", c.n, lo, hi, c.lo, c.hi)
+		if math.Abs(coverage-c.coverage) > 0.0001 {
+			t.Errorf("n=%d: coverage %.4f, want %.4f", c.n, coverage, c.coverage)
 		}
 	}
 }
