@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,33 +134,18 @@ func rederiveNode(path string) error {
 			path, len(rep.Preflight), n, len(rep.Once), len(rep.Kubectl), len(rep.Rollout))
 	}
 	for _, p := range slices.Concat(rep.Apply, rep.Once) {
-		if err := restampedPhases(p); err != nil {
+		if _, ok := p.Phases["converge"]; ok {
+			continue
+		}
+		// Saved before the phases were: from the stderr lines kept.
+		if err := p.restamp(); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := convergePhase(p); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	return rep.save(path)
-}
-
-// restampedPhases gives a saved apply its converge phase again from the
-// stderr lines kept with it ("+seconds text", the first 60): files saved
-// before the phases were have none. Where the kept lines end before
-// converge's, the saved phases stand.
-func restampedPhases(p *Proc) error {
-	saved := p.Phases
-	p.lines = nil
-	for _, l := range p.Stderr {
-		at, text, _ := strings.Cut(l, " ")
-		sec, err := strconv.ParseFloat(strings.TrimPrefix(at, "+"), 64)
-		if err != nil {
-			return fmt.Errorf("stderr line %q: %w", l, err)
-		}
-		p.lines = append(p.lines, stampedLine{at: sec, text: text})
-	}
-	err := convergePhase(p)
-	if _, ok := saved["converge"]; err != nil && ok {
-		p.Phases, err = saved, nil
-	}
-	return err
 }
 
 // save computes the medians, writes the report to out and prints its

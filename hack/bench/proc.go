@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -128,6 +129,21 @@ func run(env []string, name string, args ...string) (*Proc, error) {
 		return p, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, strings.Join(tail, "\n"))
 	}
 	return p, nil
+}
+
+// restamp gives a Proc read back from a results file its stamped lines
+// again, from the Stderr lines run kept ("+seconds text", the first 60).
+func (p *Proc) restamp() error {
+	p.lines = nil
+	for _, l := range p.Stderr {
+		at, text, _ := strings.Cut(l, " ")
+		sec, err := strconv.ParseFloat(strings.TrimPrefix(at, "+"), 64)
+		if err != nil {
+			return fmt.Errorf("stderr line %q: %w", l, err)
+		}
+		p.lines = append(p.lines, stampedLine{at: sec, text: text})
+	}
+	return nil
 }
 
 // mark is the arrival time of the first stderr line starting with prefix

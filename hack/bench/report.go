@@ -417,18 +417,11 @@ func markdown(rep *Report) string {
 		b.WriteString("\nThe same objects, same runs, against Helm and kapp (medians; ratio = kubectl-ql3 preflight + apply / peer, per run, then the median; peak RSS):\n\n")
 		b.WriteString("| N | transition | kubectl-ql3 | `helm install` / `helm upgrade` | vs Helm | `kapp deploy --wait=false` | vs kapp |\n|---:|---|---:|---:|---:|---:|---:|\n")
 		for _, s := range rep.Summary {
-			cell := func(key, ratio string, rss float64) (string, string) {
-				sec, r := waitingCell(s.Seconds[key], s.Ratios[ratio], 0, s.Runs)
-				if sec != "–" && rss > 0 {
-					sec += fmt.Sprintf(", %.0f MiB", rss)
-				}
-				return brokeCell(sec, r, s.Broke[key], s.Runs, s.Why[key])
-			}
-			h, hr := cell("helmInstall", "installVsHelm", s.PeakRSSMiB["helm"])
-			k, kr := cell("kappCreate", "installVsKapp", s.PeakRSSMiB["kapp"])
+			h, hr := s.peerCell("helmInstall", "installVsHelm", s.PeakRSSMiB["helm"])
+			k, kr := s.peerCell("kappCreate", "installVsKapp", s.PeakRSSMiB["kapp"])
 			fmt.Fprintf(&b, "| %s | install | %.2f s, %.0f MiB | %s | %s | %s | %s |\n", thousands(s.N), s.Seconds["install"], s.PeakRSSMiB["ql3"], h, hr, k, kr)
-			h, hr = cell("helmUpgrade", "upgradeVsHelm", 0)
-			k, kr = cell("kappUpdate", "upgradeVsKapp", 0)
+			h, hr = s.peerCell("helmUpgrade", "upgradeVsHelm", 0)
+			k, kr = s.peerCell("kappUpdate", "upgradeVsKapp", 0)
 			fmt.Fprintf(&b, "| %s | upgrade | %.2f s | %s | %s | %s | %s |\n", thousands(s.N), s.Seconds["upgrade"], h, hr, k, kr)
 		}
 	}
@@ -439,13 +432,9 @@ func markdown(rep *Report) string {
 			{"install", "install", "kubectlWaitCreate", "helmWaitInstall", "kappWaitCreate", "install"},
 			{"upgrade", "upgrade", "kubectlWaitUpdate", "helmWaitUpgrade", "kappWaitUpdate", "upgrade"},
 		} {
-			cell := func(key, ratio string) (string, string) {
-				sec, r := waitingCell(s.Seconds[key], s.Ratios[ratio], s.Unfinished[key], s.Runs)
-				return brokeCell(sec, r, s.Broke[key], s.Runs, s.Why[key])
-			}
-			k, kr := cell(t.kw, t.key+"VsKubectlWait")
-			h, hr := cell(t.hw, t.key+"VsHelmWait")
-			ka, kar := cell(t.kaw, t.key+"VsKappWait")
+			k, kr := s.peerCell(t.kw, t.key+"VsKubectlWait", 0)
+			h, hr := s.peerCell(t.hw, t.key+"VsHelmWait", 0)
+			ka, kar := s.peerCell(t.kaw, t.key+"VsKappWait", 0)
 			fmt.Fprintf(&b, "| %s | %s | %.2f s | %s | %s | %s | %s | %s | %s | %.2f× |\n", thousands(s.N), t.name, s.Seconds[t.ql3],
 				k, kr, h, hr, ka, kar, s.Ratios[t.key+"VsFastestWaiting"])
 		}

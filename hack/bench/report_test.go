@@ -59,8 +59,7 @@ func TestSummarizeBrokenPeer(t *testing.T) {
 	if got := s.Ratios["installVsFastestWaiting"]; got != 2 {
 		t.Errorf("installVsFastestWaiting = %v, want 2 (2 s / kubectl + rollout status's 1 s, not Helm's broken 0.5 s)", got)
 	}
-	sec, ratio := waitingCell(s.Seconds["helmInstall"], s.Ratios["installVsHelm"], 0, s.Runs)
-	sec, ratio = brokeCell(sec, ratio, s.Broke["helmInstall"], s.Runs, s.Why["helmInstall"])
+	sec, ratio := s.peerCell("helmInstall", "installVsHelm", s.PeakRSSMiB["helm"])
 	if want := "failed (1 of 1 runs): Error: INSTALLATION FAILED: Secret too long"; sec != want || ratio != "–" {
 		t.Errorf("cells %q, %q; want %q, –", sec, ratio, want)
 	}

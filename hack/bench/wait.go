@@ -212,6 +212,18 @@ func waitingCell(sec, ratio float64, unfinished, runs int) (string, string) {
 	return fmt.Sprintf("%.2f s", sec), fmt.Sprintf("%.2f×", ratio)
 }
 
+// peerCell is the table's two cells of the peer whose time is
+// s.Seconds[key] and ratio s.Ratios[ratio]: its time (with its peak RSS,
+// when rss > 0), or how it did not finish or failed (waitingCell,
+// brokeCell), and the ratio.
+func (s Summary) peerCell(key, ratio string, rss float64) (string, string) {
+	sec, r := waitingCell(s.Seconds[key], s.Ratios[ratio], s.Unfinished[key], s.Runs)
+	if sec != "–" && rss > 0 {
+		sec += fmt.Sprintf(", %.0f MiB", rss)
+	}
+	return brokeCell(sec, r, s.Broke[key], s.Runs, s.Why[key])
+}
+
 // brokeCell adds to a peer's cells (waitingCell) the runs in which it broke
 // (could not do the job: no time, no ratio), and why, when none finished.
 func brokeCell(sec, ratio string, broke, runs int, why string) (string, string) {
