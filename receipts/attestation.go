@@ -256,10 +256,16 @@ func auditAttestation(row *ReceiptVerdict, path string, r *Receipt, keys Trusted
 		fails(err)
 		return nil
 	}
-	if _, row.attested, err = CheckAttestation(env, r, data, keys); err != nil {
+	id, attested, err := CheckAttestation(env, r, data, keys)
+	if err != nil {
 		fails(err)
 		return nil
 	}
+	if row.SignatureKey != "" && id != row.SignatureKey {
+		fails(fmt.Errorf("signed by key %q, but the receipt's signature by key %q; both are made by the one key that signs the receipt", id, row.SignatureKey))
+		return nil
+	}
+	row.attested = attested
 	row.Attestation = SignatureUnverified
 	if len(keys) > 0 {
 		row.Attestation = SignatureVerified

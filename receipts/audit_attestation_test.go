@@ -89,6 +89,12 @@ func TestAuditAttestationTamper(t *testing.T) {
 		{"signed by another key", func(t *testing.T, env []byte, r *Receipt) []byte {
 			return mustAttest(t, r, testKey(2))
 		}, trusted(1), "not a trusted key"},
+		{"signed by another key the auditor trusts too", func(t *testing.T, env []byte, r *Receipt) []byte {
+			return mustAttest(t, r, testKey(2))
+		}, trusted(1, 2), "but the receipt's signature by key"},
+		{"signed by another key, without a trusted key", func(t *testing.T, env []byte, r *Receipt) []byte {
+			return mustAttest(t, r, testKey(2))
+		}, nil, "but the receipt's signature by key"},
 		{"a predicate that is another receipt, signed by the trusted key", func(t *testing.T, env []byte, r *Receipt) []byte {
 			return mustAttest(t, following(r, KindUpgrade, "9.0.0").sealed(t), testKey(1))
 		}, trusted(1), "predicate is not this receipt"},

@@ -93,7 +93,7 @@ func Publish(dir string, r *Receipt, signer ed25519.PrivateKey, rel *Rendered) (
 		if !errors.As(err, &differs) {
 			return res, fmt.Errorf("publish signature %q: %w", res.SignaturePath, err)
 		}
-		if old, perr := ParseSignature(differs.existing); perr == nil && old.ReceiptDigest == r.SelfDigest {
+		if old, perr := ParseSignature(differs.existing); perr == nil && old.ReceiptDigest == r.SelfDigest && !ownKey(old.KeyID, signer) {
 			return res, fail.Errorf(fail.Conflict, "signature %q already exists, by key %q; nothing was written", res.SignaturePath, old.KeyID)
 		}
 		return res, fail.Errorf(fail.Tamper, "signature %q already exists and is not a signature of this receipt; nothing was written", res.SignaturePath)
@@ -101,6 +101,15 @@ func Publish(dir string, r *Receipt, signer ed25519.PrivateKey, rel *Rendered) (
 	res.AttestationPath = filepath.Join(dir, AttestationName(r))
 	res.AttestationReplayed, err = publishAttestation(dir, res.AttestationPath, r, data, att)
 	return res, err
+}
+
+// ownKey reports whether id is the key id of signer's public key. Ed25519
+// is deterministic, so a signature file naming the signer's own key that
+// is not the bytes Sign makes was not made by this key: it is tamper, not
+// another signer's conflict.
+func ownKey(id string, signer ed25519.PrivateKey) bool {
+	own, err := KeyID(signer.Public().(ed25519.PublicKey))
+	return err == nil && own == id
 }
 
 // publishAttestation links the attestation att of the receipt r (file
@@ -157,18 +166,29 @@ func linkNew(dir, path string, data []byte) (replayed bool, err error) {
 	}
 }
 
-// sameContent reads path: false when it does not exist, true when it holds
-// exactly data, an *existsError otherwise. Anything but a regular file at
-// path (a named pipe) is refused without blocking (safefile.OpenRegular).
+// sameContent reads path: false when nothing is there, true when it holds
+// exactly data, an *existsError otherwise. The name itself must be a
+// regular file (notPublished), and the open, which does not block
+// (safefile.OpenRegular), must reach the file the name holds.
 func sameContent(path string, data []byte) (bool, error) {
-	f, err := safefile.OpenRegular(path)
+	named, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
+	if !named.Mode().IsRegular() {
+		return false, notPublished(path, named.Mode())
+	}
+	f, err := safefile.OpenRegular(path)
+	if err != nil {
+		return false, err
+	}
 	defer f.Close()
+	if opened, err := f.Stat(); err != nil || !os.SameFile(named, opened) {
+		return false, fail.Errorf(fail.Tamper, "%s changed while it was read; nothing was written", path)
+	}
 	existing, err := io.ReadAll(io.LimitReader(f, int64(max(len(data), MaxFileSize))+1))
 	if err != nil {
 		return false, err
@@ -177,6 +197,18 @@ func sameContent(path string, data []byte) (bool, error) {
 		return false, &existsError{existing: existing}
 	}
 	return true, nil
+}
+
+// notPublished is the error for a name that holds something publish
+// never writes: a published name only ever holds one regular file. A
+// symbolic link there is fail.Tamper (someone put it there: dangling, or
+// to a file elsewhere that could change later); a named pipe, a device or
+// a socket is fail.Invalid, as safefile.OpenRegular reports it.
+func notPublished(path string, mode fs.FileMode) error {
+	if mode&fs.ModeSymlink != 0 {
+		return fail.Errorf(fail.Tamper, "%s is a symbolic link, not a file publish wrote; publish never follows nor replaces one; nothing was written", path)
+	}
+	return fail.Errorf(fail.Invalid, "%s: %w (%s); nothing was written", path, safefile.ErrNotRegular, mode.Type())
 }
 
 func writeSync(f *os.File, data []byte) error {

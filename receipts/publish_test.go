@@ -106,6 +106,93 @@ func TestPublish(t *testing.T) {
 	}
 }
 
+// A symbolic link at a name publish would write — dangling, or to a file
+// elsewhere holding the very bytes — is refused as tamper and nothing is
+// written: link(2) does not follow it, so before it was reported written
+// (dangling) or replayed (the copy elsewhere, which its owner could change
+// later) while the directory held no receipt of its own.
+func TestPublishRefusesSymlinks(t *testing.T) {
+	r := newReceipt().sealed(t)
+	k := testKey(1)
+	elsewhere := filepath.Join(t.TempDir(), "copy")
+	if err := os.WriteFile(elsewhere, mustBytes(t, r), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(dir string) error { _, err := Publish(dir, r, k, fakeRendered(r)); return err }
+	writeNew := func(dir string) error { _, err := WriteNew(dir, FileName(r), mustBytes(t, r)); return err }
+	for _, c := range []struct {
+		name, at, target string
+		write            func(dir string) error
+	}{
+		{"a dangling link at the receipt", FileName(r), "nowhere", publish},
+		{"a link at the receipt to a copy elsewhere", FileName(r), elsewhere, publish},
+		{"a dangling link at the signature", FileName(r) + SignatureSuffix, "nowhere", publish},
+		{"a dangling link at the attestation", AttestationName(r), "nowhere", publish},
+		{"a dangling link where WriteNew writes", FileName(r), "nowhere", writeNew},
+		{"a link where WriteNew writes, to a copy elsewhere", FileName(r), elsewhere, writeNew},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			link := filepath.Join(dir, c.at)
+			if err := os.Symlink(c.target, link); err != nil {
+				t.Fatal(err)
+			}
+			before := listDir(t, dir)
+			err := c.write(dir)
+			if !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "is a symbolic link") {
+				t.Fatalf("got %v (class %v), want tamper naming the symbolic link", err, fail.ClassOf(err))
+			}
+			if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Fatalf("the link was replaced: %v %v", fi, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "nowhere")); err == nil {
+				t.Fatal("a file was written through the dangling link")
+			}
+			if c.at == FileName(r) {
+				if got := listDir(t, dir); strings.Join(got, " ") != strings.Join(before, " ") {
+					t.Fatalf("directory holds %q, want only %q", got, before)
+				}
+			}
+		})
+	}
+}
+
+// A signature file that names the signer's own key but is not the bytes
+// that key makes (Ed25519 is deterministic) was not made by it: tamper,
+// not a conflict with another signer.
+func TestPublishOwnKeyForgedSignature(t *testing.T) {
+	dir := t.TempDir()
+	r := newReceipt().sealed(t)
+	k := testKey(1)
+	real, err := Sign(r, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Sign(r, testKey(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownID, _ := KeyID(k.Public().(ed25519PublicKey))
+	otherID, _ := KeyID(testKey(2).Public().(ed25519PublicKey))
+	forged := bytes.Replace(other, []byte(otherID), []byte(ownID), 1)
+	if bytes.Equal(forged, other) || bytes.Equal(forged, real) {
+		t.Fatal("the forgery must name the signer's key and differ from its signature")
+	}
+	if _, err := ParseSignature(forged); err != nil {
+		t.Fatalf("the forgery must parse as a signature: %v", err)
+	}
+	sigPath := filepath.Join(dir, FileName(r)+SignatureSuffix)
+	if err := os.WriteFile(sigPath, forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Publish(dir, r, k, fakeRendered(r)); !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "not a signature of this receipt") {
+		t.Fatalf("got %v (class %v), want tamper", err, fail.ClassOf(err))
+	}
+	if got := mustRead(t, sigPath); !bytes.Equal(got, forged) {
+		t.Fatal("the signature file was changed")
+	}
+}
+
 const helperEnv = "QL3_RECEIPTS_PUBLISH_HELPER"
 
 // TestMain runs the child processes of TestPublishConcurrent: with the
