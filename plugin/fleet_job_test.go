@@ -51,6 +51,12 @@ func TestCLIFleetOneTargetAndJob(t *testing.T) {
 		t.Fatalf("fleet job without -n: exit %d, want 2\n%s", code, stderr)
 	}
 	image := "registry.example/kubectl-ql3:v0.1.0@sha256:" + strings.Repeat("a", 64)
+	for _, args := range [][]string{{"fleet", "job", file, "--wave", "second"}, {"fleet", "apply", file, "--via-job"}} {
+		tagged := append(args, "-n", "ql3-fleet", "--image", "registry.example/kubectl-ql3:v0.1.0")
+		if out, stderr, code := run(t, nil, tagged...); code != 2 || out != "" || !strings.Contains(stderr, `--image "registry.example/kubectl-ql3:v0.1.0" is not pinned by digest`) {
+			t.Fatalf("%s with a tagged image: exit %d, want 2 naming --image\n%s%s", args[1], code, out, stderr)
+		}
+	}
 	printed := mustRunOK(t, "fleet", "job", file, "--wave", "second", "-n", "ql3-fleet", "--image", image)
 	docs := strings.Split(printed, "\n---\n")
 	var cm corev1.ConfigMap

@@ -12,6 +12,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/fleetfile"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
 // The fixed names and paths of the fleet's Job (docs/fleet.md §9).
@@ -143,8 +144,18 @@ func (req *JobRequest) defaults() error {
 			return fail.Errorf(fail.Invalid, "%s %q: %s%s", fv[0], fv[1], errs[0], hint)
 		}
 	}
-	if req.Image == "" {
+	return CheckImage(req.Image)
+}
+
+// CheckImage checks --image, the project's image every pod of a wave runs
+// with the wave's kubeconfigs: required, and pinned by digest (a tag is
+// whatever its registry serves today).
+func CheckImage(image string) error {
+	switch {
+	case image == "":
 		return fail.Errorf(fail.Invalid, "--image: the project's image is required, pinned by digest (REGISTRY/kubectl-ql3:vX.Y.Z@sha256:…)")
+	case !inventory.IsPinnedImage(image):
+		return fail.Errorf(fail.Invalid, "--image %q is not pinned by digest: give REGISTRY/kubectl-ql3:vX.Y.Z@sha256:<64 lowercase hex>", image)
 	}
 	return nil
 }
