@@ -221,6 +221,12 @@ func (o *Options) applyTarget(ctx context.Context, f *fleetfile.Fleet, req Apply
 	}
 	r := TargetResult{Name: pt.Name, Namespace: pt.Namespace, Generation: pt.Generation, Version: pt.Version, Transition: pt.Transition}
 	if atPlan(head, pt) {
+		// Not moved by this run: its Head only claims the plan, and anyone
+		// with the Head's update verb can write that claim. It counts once
+		// the release's objects are live, as the release sets them, Current.
+		if err := o.healthy(ctx, f, pt); err != nil {
+			return failed(ft, fmt.Errorf("%w (its Head says generation %d is committed, which counts only once the cluster runs it)", err, pt.Generation))
+		}
 		r.State = StateAlreadyCommitted
 		o.say("%s: already committed generation %d (%s %s)", pt.Name, pt.Generation, pt.Transition, pt.Version)
 		return r

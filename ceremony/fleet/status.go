@@ -11,6 +11,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
 	"github.com/qinglong/kubectl-ql3/ceremony/views"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
 )
 
 // The states fleet status reports for a target.
@@ -114,8 +115,12 @@ func stateOf(head *deploy.Head, pt plan.Target) string {
 	return Elsewhere
 }
 
-// healthy: target pt's Head is at the plan and status finds every object
-// present, in sync and current, with no bypass.
+// healthy: target pt's Head is at the plan and status, given the
+// target's release, finds every object present, holding the release's
+// values (each dry-run and compared, whoever wrote it: a field manager's
+// name is not evidence), current, with no bypass. A Head is a claim
+// anyone with its update verb can write; the objects the API server
+// serves are what the release is running.
 func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) error {
 	if _, err := o.readBack(ctx, f, pt); err != nil {
 		return err
@@ -125,7 +130,11 @@ func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Targe
 	if err != nil {
 		return err
 	}
-	st, err := views.Status(ctx, t.cl, pt.Namespace, 0, nil)
+	applied, err := o.released(f, ft, t)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", pt.Name, err)
+	}
+	st, err := views.Status(ctx, t.cl, pt.Namespace, 0, applied)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", pt.Name, err)
 	}
@@ -133,6 +142,23 @@ func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Targe
 		return fmt.Errorf("target %s: %w", pt.Name, err)
 	}
 	return nil
+}
+
+// released is target ft's release (from the render cache when it holds
+// it), verified against its lock, as status compares live objects with.
+func (o *Options) released(f *fleetfile.Fleet, ft fleetfile.Target, t *target) (*views.Applied, error) {
+	opts := o.Deploy.Inventory
+	opts.Mapper = t.cl.Mapper()
+	opts.Lean = false
+	rel, lock, _, err := inventory.LoadReleaseCached(o.Deploy.FS, f.Path(ft.Release), opts, o.Deploy.RenderCache)
+	if err != nil {
+		return nil, fmt.Errorf("its release %s, to compare the live objects with: %w", ft.Release, err)
+	}
+	digest, err := lock.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("its release %s: lock digest: %w", ft.Release, err)
+	}
+	return &views.Applied{LockDigest: digest, Objects: rel.Objects}, nil
 }
 
 // gateWave checks, before a wave gated by approval starts, that every

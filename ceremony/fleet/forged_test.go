@@ -1,0 +1,134 @@
+package fleet_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
+	"github.com/qinglong/kubectl-ql3/ceremony/fleet"
+	fleetplan "github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
+	"github.com/qinglong/kubectl-ql3/inventory"
+	"github.com/qinglong/kubectl-ql3/receipts"
+)
+
+// A Head is a claim, not evidence. Mallory holds exactly the deployer role
+// `kubectl ql3 rbac` prints for the canary's release on its cluster; she
+// writes the canary's Head committed at the plan's generation, every
+// digest resealed, under the Head's own field manager name, and applies
+// nothing. The driver must not count the canary done nor start the next
+// wave: the objects the API server serves are still the previous
+// release's. Before, it reported the canary "already committed" and rolled
+// the release to the second wave's clusters.
+func TestFleetForgedHeadStopsTheWave(t *testing.T) {
+	b := newBed(t, 1, []string{"one", "two", "two"})
+	for _, g := range b.targets {
+		b.release(t, g, "v3.0.0", "")
+	}
+	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n- name: two\n  selector: {matchLabels: {ring: two}}\n  maxParallel: 2\n")
+	var progress bytes.Buffer
+	o := options(t, &progress)
+	ctx := context.Background()
+	rollOut(t, ctx, o, f, "3.0.0", 1)
+	for _, g := range b.targets {
+		b.release(t, g, "v3.1.0", "")
+	}
+	p, dir := replan(t, ctx, o, f, "3.1.0", false)
+	canary, later := b.targets[0], b.targets[1:]
+	forgeHead(t, b, canary, p.Waves[0].Targets[0], dir)
+	if h := headOf(t, canary.cluster, canary.ns); h.Generation != 2 || h.Phase != deploy.PhaseCommitted || h.Current.Version != "3.1.0" {
+		t.Fatalf("the forged Head reads back as generation %d %s %s", h.Generation, h.Phase, h.Current.Version)
+	}
+	before := map[string]int{}
+	for _, g := range later {
+		before[g.name] = writesIn(t, g.cluster, g.ns)
+	}
+	rep, err := fleet.Apply(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir})
+	if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "drifted") || !strings.Contains(err.Error(), "its Head says generation 2 is committed") {
+		t.Fatalf("apply over a forged canary Head: %v (class %v), want conflict: the canary's objects are not the release's\n%s", err, fail.ClassOf(err), progress.String())
+	}
+	if got := rep.Waves[0].Targets[0].State; got != fleet.StateFailed || rep.Waves[0].State != fleet.WaveStopped || rep.Waves[1].State == fleet.WaveDone {
+		t.Fatalf("waves %+v: want the canary failed, its wave stopped and the next not run", rep.Waves)
+	}
+	for _, g := range later {
+		if n := writesIn(t, g.cluster, g.ns); n != before[g.name] {
+			t.Fatalf("%s, in the wave after the forged canary, had %d writes", g.name, n-before[g.name])
+		}
+		if h := headOf(t, g.cluster, g.ns); h.Generation != 1 {
+			t.Fatalf("%s moved to generation %d", g.name, h.Generation)
+		}
+	}
+}
+
+// forgeHead writes, as mallory with only the deployer role, g's Head
+// committed at plan entry pt: built from the committed Head and pt's
+// preflight record (both readable by whoever drives or reviews the
+// fleet), sealed, written by resourceVersion compare-and-swap.
+func forgeHead(t *testing.T, b *bed, g tgt, pt fleetplan.Target, planDir string) {
+	t.Helper()
+	ctx := context.Background()
+	cp := cps[g.cluster]
+	rel, err := inventory.Render(filesys.MakeFsOnDisk(), filepath.Join(b.dir, "releases", g.name), inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, err := deploy.RBAC(rel.Objects, g.ns, cl.Mapper(), deploy.RBACSubject{User: "mallory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.GrantAll(t, roles)
+	cp.WaitGranted(t, "mallory", roles)
+	rec, err := deploy.ReadPreflight(filepath.Join(planDir, filepath.FromSlash(pt.Preflight)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(b.dir, "receipts", g.name, "000001-install-3.0.0.receipt.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prior, err := receipts.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := headOf(t, g.cluster, g.ns)
+	prev := h.Current.Deployment
+	h.Previous, h.Generation, h.Phase = &prev, pt.Generation, deploy.PhaseCommitted
+	h.Transition = deploy.HeadTransition{Transition: receipts.Transition{Kind: rec.Command.Transition, CommandDigest: rec.CommandDigest, PreflightDigest: rec.SelfDigest}, MutationID: strings.Repeat("f", 32)}
+	h.Current = deploy.HeadDeployment{Deployment: receipts.Deployment{Version: rec.Release.Version, LockDigest: rec.Release.LockDigest,
+		InventoryDigest: rec.Release.InventoryDigest, InventoryCount: rec.Release.InventoryCount}, Inventory: rel.Inventory}
+	h.PreviousReceiptDigest = prior.SelfDigest
+	if err := h.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := h.ConfigMap(g.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mallory, err := kubernetes.NewForConfig(cp.User(t, "mallory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := mallory.CoreV1().ConfigMaps(g.ns).Get(ctx, deploy.HeadName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.ResourceVersion = live.ResourceVersion
+	if _, err := mallory.CoreV1().ConfigMaps(g.ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: deploy.HeadFieldManager}); err != nil {
+		t.Fatalf("mallory's Head write: %v", err)
+	}
+	if evs := cp.WritesBy(t, "mallory", g.ns); len(evs) != 1 || evs[0].ObjectRef.Name != deploy.HeadName {
+		t.Fatalf("mallory's writes in %s: %+v, want the one Head update", g.ns, evs)
+	}
+}
