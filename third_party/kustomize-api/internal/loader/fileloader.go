@@ -216,7 +216,8 @@ func newLoaderAtGitClone(
 	cleaner := repoSpec.Cleaner(fSys)
 	err := cloner(repoSpec)
 	if err != nil {
-		cleaner()
+		// ClonerUsingGitExec refuses without making a directory: nothing
+		// to remove (upstream removes the failed clone's here).
 		return nil, err
 	}
 	root, f, err := fSys.CleanedAbs(repoSpec.AbsPath())
