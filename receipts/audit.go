@@ -31,9 +31,31 @@ const (
 	SignatureInvalid    = "invalid"    // malformed, for another receipt, or failed verification
 )
 
-// OfflineNote is stated in every report.
-const OfflineNote = "offline audit: no cluster was contacted. It proves what these receipts say and that they form " +
-	"one unbroken chain; it does not prove that the Head is still at the newest generation audited, nor that no later receipt exists."
+// OfflineNote is stated in every report: what an offline audit cannot
+// prove. The report's note adds what it did prove: SignedNote with trusted
+// keys, UnsignedNote without.
+const OfflineNote = "offline audit: no cluster was contacted. It does not prove that the Head is still at the newest " +
+	"generation audited, nor that no later receipt exists."
+
+// SignedNote and UnsignedNote say what an audit proved, with and without
+// trusted keys. Without a key the checks are of consistency only: the
+// digests, the chain and the rules are all computable by whoever writes
+// the files, so a receipt edited and resealed passes.
+const (
+	SignedNote   = "Every receipt is signed by a trusted key, and the receipts form one unbroken chain."
+	UnsignedNote = "No trusted key was given: the receipts were checked for consistency and form one unbroken chain, " +
+		"which shows nothing of who wrote them (anyone who can write these files can write consistent ones); " +
+		"audit with --trusted-key to verify their signatures."
+)
+
+// Note is the report's note for an audit with (signed) or without trusted
+// keys.
+func Note(signed bool) string {
+	if signed {
+		return OfflineNote + " " + SignedNote
+	}
+	return OfflineNote + " " + UnsignedNote
+}
 
 // AuditOptions tune Audit.
 type AuditOptions struct {
@@ -124,7 +146,7 @@ func Audit(paths []string, opts AuditOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Note: OfflineNote, StrayFiles: set.stray}
+	rep := &Report{Note: Note(len(opts.TrustedKeys) > 0), StrayFiles: set.stray}
 	var parsed []audited
 	for _, path := range set.receipts {
 		row, r, err := auditFile(path, opts.TrustedKeys)

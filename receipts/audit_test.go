@@ -34,8 +34,11 @@ func mustAudit(t *testing.T, paths []string, opts AuditOptions) *Report {
 	if err != nil {
 		t.Fatalf("audit: %v", err)
 	}
-	if rep.Note != OfflineNote || !strings.Contains(rep.Note, "does not prove that the Head is still") {
+	if rep.Note != Note(len(opts.TrustedKeys) > 0) || !strings.Contains(rep.Note, "does not prove that the Head is still") {
 		t.Fatalf("report does not state its offline limit: %q", rep.Note)
+	}
+	if signed := strings.Contains(rep.Note, "signed by a trusted key"); signed != (len(opts.TrustedKeys) > 0) || signed == strings.Contains(rep.Note, "shows nothing of who wrote them") {
+		t.Fatalf("the note %q says signed %v; trusted keys: %d", rep.Note, signed, len(opts.TrustedKeys))
 	}
 	return rep
 }

@@ -119,7 +119,7 @@ func History(dir string, head *deploy.Head, ns string) (*HistoryReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &HistoryReport{Dir: dir, Verdict: audit.Verdict, Chain: audit.Chain, Note: receipts.OfflineNote}
+	rep := &HistoryReport{Dir: dir, Verdict: audit.Verdict, Chain: audit.Chain, Note: audit.Note}
 	byGen := map[int64]*receipts.Receipt{}
 	for _, row := range audit.Receipts {
 		e := HistoryEntry{File: row.File, Generation: row.Generation, Transition: row.Transition, Version: row.Version,
