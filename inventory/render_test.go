@@ -139,6 +139,12 @@ func TestRenderBadInput(t *testing.T) {
 		{"unpinned init container", func(f map[string]string) {
 			f["/rel/app.yaml"] = strings.Replace(f["/rel/app.yaml"], "      containers:\n", "      initContainers:\n      - name: init\n        image: busybox@sha256:abc\n      containers:\n", 1)
 		}, []string{`init container "init": image "busybox@sha256:abc" is not pinned`}},
+		{"unpinned image volume", func(f map[string]string) {
+			f["/rel/app.yaml"] = strings.Replace(f["/rel/app.yaml"], "      containers:\n", "      volumes:\n      - name: tools\n        image: {reference: busybox:latest}\n      containers:\n", 1)
+		}, []string{`image volume "tools": image "busybox:latest" is not pinned`}},
+		{"image volume without a reference", func(f map[string]string) {
+			f["/rel/app.yaml"] = strings.Replace(f["/rel/app.yaml"], "      containers:\n", "      volumes:\n      - name: tools\n        image: {pullPolicy: Always}\n      containers:\n", 1)
+		}, []string{`image volume "tools" has no reference`}},
 		{"cronjob image", func(f map[string]string) {
 			f["/rel/job.yaml"] = "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: nightly\nspec:\n  schedule: '@daily'\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          containers:\n          - name: run\n            image: busybox:latest\n"
 			f["/rel/kustomization.yaml"] += "- job.yaml\n"
@@ -385,11 +391,12 @@ spec:
     metadata: {labels: {a: b}}
     spec:
       containers: [{name: c, image: "a.example/sts@sha256:` + hex("6") + `"}]
+      volumes: [{name: data, image: {reference: "a.example/data@sha256:` + hex("7") + `"}}, {name: scratch, emptyDir: {}}]
 `
 	files["/rel/kustomization.yaml"] += "- more.yaml\n"
 	r := mustRender(t, memFS(t, files), Options{})
 	want := []string{
-		"a.example/cron@sha256:" + hex("4"), "a.example/debug@sha256:" + hex("3"), "a.example/init@sha256:" + hex("1"),
+		"a.example/cron@sha256:" + hex("4"), "a.example/data@sha256:" + hex("7"), "a.example/debug@sha256:" + hex("3"), "a.example/init@sha256:" + hex("1"),
 		"a.example/main@sha256:" + hex("2"), "a.example/sts@sha256:" + hex("6"), "a.example/tmpl@sha256:" + hex("5"), testImage,
 	}
 	if diff := cmp.Diff(want, r.Images); diff != "" {

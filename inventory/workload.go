@@ -138,6 +138,36 @@ func podImages(id Identity, u *unstructured.Unstructured, unpinnedOK bool, where
 			}
 		}
 	}
+	vi, verrs := volumeImages(id, spec, path, unpinnedOK, where)
+	return append(images, vi...), append(errs, verrs...)
+}
+
+// volumeImages is podImages for the pod spec's image volumes
+// (volumes[].image.reference): an OCI image mounted into the pod is
+// content the lock must bind like a container's image.
+func volumeImages(id Identity, spec map[string]any, path []string, unpinnedOK bool, where func(string) string) ([]string, []error) {
+	list, _ := spec["volumes"].([]any)
+	var images []string
+	var errs []error
+	for _, item := range list {
+		v, _ := item.(map[string]any)
+		img, ok := v["image"].(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _ := v["name"].(string)
+		ref, _ := img["reference"].(string)
+		switch {
+		case ref == "":
+			errs = append(errs, fmt.Errorf("object %q: %s.volumes: image volume %q has no reference", id.String(), dotted(path), name))
+		case !IsPinnedImage(ref):
+			if !unpinnedOK {
+				errs = append(errs, fmt.Errorf("object %q: image volume %q: image %q is not pinned by digest; use name[:tag]@sha256:<64 lowercase hex>%s", id.String(), name, ref, where(ref)))
+			}
+		default:
+			images = append(images, ref)
+		}
+	}
 	return images, errs
 }
 
