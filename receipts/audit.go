@@ -528,7 +528,7 @@ func supersededLink(p, c *Receipt, bad map[int64]string) (notes, reasons []strin
 		return nil, []string{gap(p.Generation+1, first-1, bad)}
 	}
 	for _, s := range ss {
-		notes = append(notes, fmt.Sprintf("generation %d (%s %s, preflight %s) has no receipt: it never committed, and generation %d (%s %s) superseded it at %s",
+		notes = append(notes, fmt.Sprintf("generation %d (%s %s, preflight %s) has no receipt: it never committed, and generation %d (%s %s) superseded it at %s (by its applier's clock)",
 			s.Generation, s.Kind, s.Version, s.PreflightDigest, c.Generation, c.Transition.Kind, c.Deployment.Version, s.At))
 	}
 	return notes, nil

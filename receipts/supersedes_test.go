@@ -41,7 +41,7 @@ func TestAuditSupersededChain(t *testing.T) {
 		notes []string
 	}{
 		{"rollback supersedes 4", []*Receipt{superseding(rs[2], 5, KindRollback, "").sealed(t)},
-			[]string{"generation 4 (upgrade 9.0.0, preflight " + td("preflight-4") + ") has no receipt: it never committed, and generation 5 (rollback 3.2.0) superseded it at 2026-12-01T22:00:00Z"}},
+			[]string{"generation 4 (upgrade 9.0.0, preflight " + td("preflight-4") + ") has no receipt: it never committed, and generation 5 (rollback 3.2.0) superseded it at 2026-12-01T22:00:00Z (by its applier's clock)"}},
 		{"upgrade supersedes 4 and 5", []*Receipt{superseding(rs[2], 6, KindUpgrade, "3.9.0").sealed(t)},
 			[]string{"generation 4 (upgrade 9.0.0", "generation 5 (upgrade 9.0.0"}},
 	} {
