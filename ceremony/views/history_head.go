@@ -9,14 +9,15 @@ import (
 
 // HistoryAtHead is `kubectl ql3 history DIR -n NS`: History with the Head
 // of namespace ns, read from the cluster, which must have one. When that
-// Head names an approval the API server did not attest (headAttestation,
-// as status reports it), the chain fails with that reason.
+// Head names an approval the API server did not attest (approvalStatus's
+// evidence, exactly as status reports it), the chain fails with that
+// reason.
 func HistoryAtHead(ctx context.Context, cl deploy.Cluster, dir, ns string) (*HistoryReport, error) {
 	cm, head, err := readStatusHead(ctx, cl, ns)
 	if err != nil {
 		return nil, err
 	}
-	unattested, err := headAttestation(ctx, cl, cm, head)
+	_, unattested, err := approvalStatus(ctx, cl, ns, cm, head)
 	if err != nil {
 		return nil, err
 	}

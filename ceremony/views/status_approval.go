@@ -69,7 +69,7 @@ func approvalStatus(ctx context.Context, c deploy.Cluster, ns string, cm *corev1
 	if h.ApprovalPolicy != "" {
 		a.Policy = h.ApprovalPolicy
 	}
-	unattested, err := headAttestation(ctx, c, cm, h)
+	unattested, enforced, err := headAttestation(ctx, c, cm, h)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,7 +82,25 @@ func approvalStatus(ctx context.Context, c deploy.Cluster, ns string, cm *corev1
 	}
 	a.Object = &ApprovalObject{Approval: obj, UID: string(ocm.UID), ResourceVersion: ocm.ResourceVersion,
 		MatchesHead: obj.ExpectedHead == h.Expected().String() && h.Phase == deploy.PhaseCommitted}
-	return a, append(unattested, appliedMismatch(h, a.Object)...), nil
+	unattested = append(unattested, appliedMismatch(h, a.Object)...)
+	return a, append(unattested, approvalFromAGap(h, ocm, enforced)...), nil
+}
+
+// approvalFromAGap: when the approval object is the one the Head says this
+// generation was applied under, the approval policy must have been
+// enforced on every write to it, as the gate requires (docs/approval.md
+// §4 step 4): its creationTimestamp, which the API server sets, at least
+// gate.AttestWindow after the policies last changed. An object created
+// before — while the policy may have been off, so anyone could write it
+// already approved in another person's name — does not attest the Head's
+// claim, though the Head policy compared the Head with it. enforced is
+// nil when the policies are not as the tool prints them (already flagged).
+func approvalFromAGap(h *deploy.Head, ocm *corev1.ConfigMap, enforced *gate.Enforced) []string {
+	if h.Approval == nil || enforced == nil || string(ocm.UID) != h.Approval.UID || enforced.Attested(ocm.CreationTimestamp.Time) {
+		return nil
+	}
+	return []string{fmt.Sprintf("the Head says generation %d was applied under approval %s (proposed by %s, approved by %s), but that object was created at %s, not %s after the approval policies last changed (%s at %s), so the approval policy may not have checked who decided it",
+		h.Generation, h.Approval.UID, h.Approval.Proposer, h.Approval.Approver, ocm.CreationTimestamp.UTC().Format(time.RFC3339), gate.AttestWindow, enforced.ChangedBy, enforced.ChangedAt.Format(time.RFC3339))}
 }
 
 // headAttestation is the evidence that the approval Head h names (cm its
@@ -93,27 +111,27 @@ func approvalStatus(ctx context.Context, c deploy.Cluster, ns string, cm *corev1
 // gate.AttestWindow after they last changed. Read-only: it reads the
 // policies and bindings (no probe), which `rbac --role executor-approval`
 // grants.
-func headAttestation(ctx context.Context, c deploy.Cluster, cm *corev1.ConfigMap, h *deploy.Head) ([]string, error) {
+func headAttestation(ctx context.Context, c deploy.Cluster, cm *corev1.ConfigMap, h *deploy.Head) ([]string, *gate.Enforced, error) {
 	if h.Approval == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	claim := fmt.Sprintf("the Head says generation %d was applied under approval %s (proposed by %s, approved by %s)", h.Generation, h.Approval.UID, h.Approval.Proposer, h.Approval.Approver)
 	e, err := gate.ReadPolicies(ctx, c.Clientset())
 	switch {
 	case fail.Is(err, fail.Invalid):
-		return []string{fmt.Sprintf("%s, but the API server does not hold the approval policies as the tool prints them (%v), so nothing attests that claim", claim, err)}, nil
+		return []string{fmt.Sprintf("%s, but the API server does not hold the approval policies as the tool prints them (%v), so nothing attests that claim", claim, err)}, nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("under the two-person rule status reads the approval policies (`kubectl ql3 rbac --role executor-approval -n %s` grants get on them): %w", cm.Namespace, err)
+		return nil, nil, fmt.Errorf("under the two-person rule status reads the approval policies (`kubectl ql3 rbac --role executor-approval -n %s` grants get on them): %w", cm.Namespace, err)
 	}
-	written, ok := gate.LastWrite(cm)
+	written, ok := headJSONWritten(cm)
 	switch {
 	case !ok:
-		return []string{claim + ", but the Head has no managedFields, so when it was written, and whether the Head policy checked that claim, cannot be told"}, nil
+		return []string{claim + ", but no managedFields entry of the Head owns head.json with a time, so when it was written, and whether the Head policy checked that claim, cannot be told"}, &e, nil
 	case !e.Attested(written):
 		return []string{fmt.Sprintf("%s, but the Head was last written at %s, not %s after the approval policies last changed (%s at %s), so the Head policy may not have checked that claim",
-			claim, written.Format(time.RFC3339), gate.AttestWindow, e.ChangedBy, e.ChangedAt.Format(time.RFC3339))}, nil
+			claim, written.Format(time.RFC3339), gate.AttestWindow, e.ChangedBy, e.ChangedAt.Format(time.RFC3339))}, &e, nil
 	}
-	return nil, nil
+	return nil, &e, nil
 }
 
 // appliedMismatch: when the approval object is the very object the Head
@@ -131,6 +149,30 @@ func appliedMismatch(h *deploy.Head, o *ApprovalObject) []string {
 	}
 	return []string{fmt.Sprintf("the Head says generation %d was applied under approval %s (proposed by %s, approved by %s, preflight %s), but that object is %s by %q, proposed by %s, of preflight %s: an approval the API server did not attest",
 		h.Generation, ap.UID, ap.Proposer, ap.Approver, h.Transition.PreflightDigest, o.Decision, o.Approver, o.Proposer, o.PreflightDigest)}
+}
+
+// headJSONWritten is when head.json was last written: the latest time of
+// the managedFields entries that own it. A write that changes head.json
+// moves its ownership to the writer's entry, whose time the API server
+// sets to the write's; the times of other entries are whatever a client
+// sent in its own managedFields (a forged entry of another manager keeps
+// its time), so the object's latest time at all is not evidence of when
+// head.json changed.
+func headJSONWritten(cm *corev1.ConfigMap) (time.Time, bool) {
+	var last time.Time
+	ok := false
+	for _, mf := range cm.ManagedFields {
+		if mf.FieldsV1 == nil || mf.Time == nil {
+			continue
+		}
+		if paths, err := OwnedFields(mf.FieldsV1.Raw); err != nil || !slices.Contains(paths, headJSONField) {
+			continue
+		}
+		if !ok || mf.Time.After(last) {
+			last, ok = mf.Time.Time, true
+		}
+	}
+	return last.UTC(), ok
 }
 
 // headJSONField is data["head.json"] as OwnedFields names it.
