@@ -249,12 +249,8 @@ func (o *Options) applyTarget(ctx context.Context, f *fleetfile.Fleet, req Apply
 // targetState checks that t's kubeconfig still reaches the plan's cluster
 // and that its record is the plan's, and reads its Head.
 func (o *Options) targetState(ctx context.Context, t *target, req ApplyRequest, pt plan.Target) (*deploy.PreflightRecord, *deploy.Head, error) {
-	id, err := deploy.ReadClusterIdentity(ctx, t.cl)
-	if err != nil {
+	if err := sameCluster(ctx, t, pt); err != nil {
 		return nil, nil, err
-	}
-	if id != pt.ClusterIdentity {
-		return nil, nil, fail.Errorf(fail.Invalid, "its kubeconfig and context reach cluster %s, the plan's is %s", id, pt.ClusterIdentity)
 	}
 	path := filepath.Join(req.PlanDir, filepath.FromSlash(pt.Preflight))
 	rec, err := deploy.ReadPreflight(path)
@@ -266,6 +262,19 @@ func (o *Options) targetState(ctx context.Context, t *target, req ApplyRequest, 
 	}
 	head, err := deploy.ReadHead(ctx, t.cl, pt.Namespace)
 	return rec, head, err
+}
+
+// sameCluster checks that t's kubeconfig and context reach plan entry
+// pt's cluster: a Head read elsewhere says nothing of pt's.
+func sameCluster(ctx context.Context, t *target, pt plan.Target) error {
+	id, err := deploy.ReadClusterIdentity(ctx, t.cl)
+	if err != nil {
+		return err
+	}
+	if id != pt.ClusterIdentity {
+		return fail.Errorf(fail.Invalid, "its kubeconfig and context reach cluster %s, the plan's is %s", id, pt.ClusterIdentity)
+	}
+	return nil
 }
 
 // atPlan says whether head committed plan entry pt exactly.
@@ -280,6 +289,9 @@ func (o *Options) readBack(ctx context.Context, f *fleetfile.Fleet, pt plan.Targ
 	t, err := o.open(f, ft)
 	if err != nil {
 		return nil, err
+	}
+	if err := sameCluster(ctx, t, pt); err != nil {
+		return nil, fmt.Errorf("target %s: read back: %w", pt.Name, err)
 	}
 	head, err := deploy.ReadHead(ctx, t.cl, pt.Namespace)
 	if err != nil {

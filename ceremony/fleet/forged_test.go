@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -130,5 +131,58 @@ func forgeHead(t *testing.T, b *bed, g tgt, pt fleetplan.Target, planDir string)
 	}
 	if evs := cp.WritesBy(t, "mallory", g.ns); len(evs) != 1 || evs[0].ObjectRef.Name != deploy.HeadName {
 		t.Fatalf("mallory's writes in %s: %+v, want the one Head update", g.ns, evs)
+	}
+}
+
+// A kubeconfig that reaches another cluster is not the target: target
+// t00's kubeconfig is replaced by cluster 1's, where a Head at the plan
+// waits in t00's namespace (sealed, naming cluster 1, so it reads as
+// well formed there). fleet status must not report t00 at the plan, nor
+// may a read-back count it: each compares the cluster reached with the
+// plan's. Before, status said "at plan" for a cluster nothing was
+// deployed to.
+func TestFleetStatusChecksTheCluster(t *testing.T) {
+	b := newBed(t, 1, []string{"one", "two", "two"})
+	for _, g := range b.targets {
+		b.release(t, g, "v3.0.0", "")
+	}
+	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n- name: two\n  selector: {matchLabels: {ring: two}}\n  maxParallel: 2\n")
+	var progress bytes.Buffer
+	ctx := context.Background()
+	o := options(t, &progress)
+	p, dir := replan(t, ctx, o, f, "3.0.0", false)
+	if _, err := fleet.Apply(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	g := b.targets[0]
+	h := headOf(t, g.cluster, g.ns)
+	h.Target.ClusterIdentity = inventory.ClusterIdentity(cps[1].KubeSystemUID(t))
+	if err := h.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := h.ConfigMap(g.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := cps[1].Clientset()
+	if _, err := other.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.CoreV1().ConfigMaps(g.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c1, err := os.ReadFile(filepath.Join(b.dir, "kubeconfigs", "c1.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, "kubeconfigs", "c0.yaml"), c1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := fleet.Status(ctx, options(t, &progress), f, p)
+	if !fail.Is(err, fail.Invalid) || st == nil || st.Uniform || st.Targets[0].State != fleet.Unreadable || !strings.Contains(st.Targets[0].Error, "the plan's is "+p.Waves[0].Targets[0].ClusterIdentity) {
+		t.Fatalf("fleet status with t00's kubeconfig reaching cluster 1: %v %+v, want t00 unreadable naming the plan's cluster (exit 2)", err, st)
+	}
+	if _, err := fleet.Apply(ctx, options(t, &progress), f, fleet.ApplyRequest{Plan: p, PlanDir: dir}); !fail.Is(err, fail.Invalid) || !strings.Contains(err.Error(), "reach cluster") {
+		t.Fatalf("a rerun of apply with t00's kubeconfig reaching cluster 1: %v, want invalid naming the cluster", err)
 	}
 }

@@ -68,6 +68,9 @@ func Status(ctx context.Context, o *Options, f *fleetfile.Fleet, p *plan.Plan) (
 			return st
 		}
 		head, err := deploy.ReadHead(ctx, t.cl, ft.Namespace)
+		if err == nil {
+			err = sameCluster(ctx, t, pt)
+		}
 		if err != nil {
 			st.State, st.Error, st.err = Unreadable, err.Error(), err
 			if fail.Is(err, fail.Unavailable) {
