@@ -102,6 +102,12 @@ func (vj ViaJob) start(ctx context.Context, o *Options, f *fleetfile.Fleet, req 
 		}
 		o.say("wave %s: Job %s/%s of this plan is running: waiting on it", w.Name, ns, name)
 		return old, nil
+	case err == nil && finished(old) == "":
+		// Another run's, still running: its pods may be mid-apply on
+		// targets of their own. Deleting it would kill them; whoever runs
+		// it decides.
+		return nil, fail.Errorf(fail.Conflict, "wave %s: Job %s/%s is running and is not this plan's (its plan annotation is %q, this plan is %s): wait for it to finish, or delete it (kubectl delete job -n %s %s), then run again",
+			w.Name, ns, name, old.Annotations[AnnotationPlan], req.Plan.SelfDigest, ns, name)
 	case err == nil:
 		o.say("wave %s: deleting the finished Job %s/%s of an earlier run", w.Name, ns, name)
 		if err := vj.deleteJob(ctx, old); err != nil {
@@ -250,11 +256,14 @@ func finished(job *batchv1.Job) string {
 
 // judge sets each target's result from the finished Job: an index that
 // failed is a failure of the class of its last pod's exit code; an index
-// neither completed nor failed never ran (not started); a completed one is
-// committed — until closeWave reads it back from its cluster.
+// neither completed nor failed whose pod the Job had made was stopped with
+// the Job (its pod killed, perhaps mid-apply: its Head may be left
+// applying) — unavailable, as a rerun resumes it; one without any pod
+// never ran (not started); a completed one is committed — until closeWave
+// reads it back from its cluster.
 func (vj ViaJob) judge(ctx context.Context, o *Options, job *batchv1.Job, w plan.Wave, wr *WaveResult) {
 	completed, failedIdx := indexSet(job.Status.CompletedIndexes), indexSet(deref(job.Status.FailedIndexes))
-	exits := vj.lastExits(ctx, job)
+	exits, ran := vj.lastExits(ctx, job)
 	for i := range w.Targets {
 		r := &wr.Targets[i]
 		switch {
@@ -264,6 +273,9 @@ func (vj ViaJob) judge(ctx context.Context, o *Options, job *batchv1.Job, w plan
 			r.State, r.Error, r.Exit, r.err = StateFailed, err.Error(), exitOf(err), err
 		case completed[i]:
 			r.State = StateCommitted
+		case ran[i]:
+			err := fail.Errorf(fail.Unavailable, "target %s: index %d was stopped when Job %s/%s finished (%s), after its pod was made: it may have begun applying (its Head left applying); run the plan again to resume it", r.Name, i, job.Namespace, job.Name, finished(job))
+			r.State, r.Error, r.Exit, r.err = StateFailed, err.Error(), exitOf(err), err
 		default:
 			r.State = StateNotStarted
 		}
@@ -271,12 +283,13 @@ func (vj ViaJob) judge(ctx context.Context, o *Options, job *batchv1.Job, w plan
 }
 
 // lastExits is, per completion index, the exit code of the apply
-// container of its last terminated pod (-1 when none is known).
-func (vj ViaJob) lastExits(ctx context.Context, job *batchv1.Job) map[int]int32 {
-	out := map[int]int32{}
+// container of its last terminated pod (-1 when none is known), and the
+// indexes the Job made a pod for.
+func (vj ViaJob) lastExits(ctx context.Context, job *batchv1.Job) (map[int]int32, map[int]bool) {
+	out, ran := map[int]int32{}, map[int]bool{}
 	pods, err := vj.Client.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/controller-uid=" + string(job.UID)})
 	if err != nil {
-		return out
+		return out, ran
 	}
 	latest := map[int]time.Time{}
 	for _, p := range pods.Items {
@@ -287,13 +300,14 @@ func (vj ViaJob) lastExits(ctx context.Context, job *batchv1.Job) map[int]int32 
 		if err != nil {
 			continue
 		}
+		ran[i] = true
 		for _, c := range p.Status.ContainerStatuses {
 			if tm := c.State.Terminated; c.Name == JobContainer && tm != nil && !tm.FinishedAt.Time.Before(latest[i]) {
 				out[i], latest[i] = tm.ExitCode, tm.FinishedAt.Time
 			}
 		}
 	}
-	return out
+	return out, ran
 }
 
 // classOfExit is the class of a pod's exit code: the ceremony's classes,
