@@ -118,6 +118,32 @@ func (o *Options) stageDeployment(ctx context.Context, what string, st *corev1.S
 	return dep, nil
 }
 
+// published checks that the delivery of stage st whose id the PodTemplate
+// annotations ann name is published as publish leaves it, not merely
+// named: the PodTemplate carries the stage's credential id and generation
+// too, and the credential Secret holds the stage's token. (The keyed token
+// digest and the publication digest need the token-digest key and the
+// delivery document, which discard does not take.) A PodTemplate that
+// names the delivery without the rest (an annotation edited by hand, or a
+// publish that crashed after the Secret write) keeps the stage: it may be
+// all that finishes the delivery.
+func (o *Options) published(ctx context.Context, st *corev1.Secret, ann map[string]string) error {
+	id := st.Annotations[delivery.AnnotationDeliveryID]
+	for _, k := range []string{delivery.AnnotationCredentialID, delivery.AnnotationGeneration} {
+		if ann[k] != st.Annotations[k] {
+			return fail.Errorf(fail.Conflict, "the PodTemplate names delivery %q, but its %s is %q, the stage's %q: it is not published as publish leaves it; finish it with kubectl ql3 worker publish (which needs this stage); nothing was deleted", id, k, ann[k], st.Annotations[k])
+		}
+	}
+	sec, present, err := cas.Read(ctx, o.Secrets, delivery.SecretName, o.secretWhat())
+	if err != nil {
+		return err
+	}
+	if !present || !holdsToken(sec, st.Data[delivery.SecretKey]) {
+		return fail.Errorf(fail.Conflict, "the PodTemplate names delivery %q, but %s does not hold its token: it is not published as publish leaves it; nothing was deleted", id, o.secretWhat())
+	}
+	return nil
+}
+
 // discardReason judges whether the stage st of generation gen may go: its
 // delivery is published on dep, superseded there, or (abandon) abandoned;
 // except when published, the credential Secret must not hold the stage's
@@ -132,7 +158,7 @@ func (o *Options) discardReason(ctx context.Context, st *corev1.Secret, dep *app
 	reason := "abandoned"
 	switch {
 	case ann[delivery.AnnotationDeliveryID] == id:
-		return "published", nil
+		return "published", o.published(ctx, st, ann)
 	case cur >= gen:
 		reason = "superseded"
 	case !abandon:

@@ -401,6 +401,10 @@ func (o *Options) roll(ctx context.Context, d *delivery.Delivery, dep *appsv1.De
 		if !present || cur.Generation != dep.Generation {
 			return got, err
 		}
+		if cur.UID != dep.UID {
+			// Deleted and created again: a new object at generation 1 too.
+			return got, fail.Errorf(fail.Conflict, "%s was deleted and created again while this publish wrote it (uid %s, was %s): nothing was written to it; stage again for the new Deployment", dwhat, cur.UID, dep.UID)
+		}
 		if cerr := CheckDeployment(cur, dwhat); cerr != nil {
 			return got, cerr
 		}
