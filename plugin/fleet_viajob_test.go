@@ -78,21 +78,9 @@ func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
 		deleteJob(t, cm, job)
 	}
 
-	// A running Job of another plan is someone's run: neither waited on
-	// nor deleted (before, it was deleted, its pods with it).
-	cm, job := printedJob(t, printed)
-	job.Annotations[fleet.AnnotationPlan] = "sha256:" + strings.Repeat("c", 64)
-	createAs(t, attacker, cm, job)
-	_, stderr, code := runBounded(t, 90*time.Second, nil, apply...)
-	if code != 3 || !strings.Contains(stderr, "is running and is not this plan's") || strings.Contains(stderr, "waiting on it") {
-		t.Fatalf("a running Job of another plan: exit %d, want 3 naming it, without waiting\n%s", code, stderr)
-	}
-	if got, err := cp.Clientset().BatchV1().Jobs(job.Namespace).Get(context.Background(), job.Name, metav1.GetOptions{}); err != nil || got.Annotations[fleet.AnnotationPlan] != job.Annotations[fleet.AnnotationPlan] {
-		t.Fatalf("the other plan's running Job: %v, want it left in place", err)
-	}
-	deleteJob(t, cm, job)
+	anotherPlansJobIsLeft(t, printed, attacker, apply)
 
-	cm, job = printedJob(t, printed)
+	cm, job := printedJob(t, printed)
 	reads := func() (int, error) {
 		reads, err := cp.Reads(func(e testcluster.AuditEvent) bool {
 			return e.User.Username == user && e.Verb == "get" && e.ObjectRef.Resource == "jobs" && e.ObjectRef.Namespace == mgmt && e.ObjectRef.Name == job.Name
@@ -105,6 +93,8 @@ func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
 	}
 	createAs(t, attacker, cm, job)
 	var wg sync.WaitGroup
+	var stderr string
+	var code int
 	wg.Go(func() { _, stderr, code = runBounded(t, 3*time.Minute, nil, apply...) })
 	gets := func(ctx context.Context) (bool, error) {
 		n, err := reads()
@@ -118,6 +108,23 @@ func TestCLIFleetViaJobAdoptsOnlyItsOwnJob(t *testing.T) {
 	if code != 3 || !strings.Contains(stderr, "of this plan is running: waiting on it") || !strings.Contains(stderr, "was deleted while this driver waited on it") {
 		t.Fatalf("the printed Job: exit %d, want it waited on until deleted (3)\n%s", code, stderr)
 	}
+}
+
+// anotherPlansJobIsLeft: a running Job of another plan is someone's run,
+// neither waited on nor deleted (before, it was deleted, its pods with it).
+func anotherPlansJobIsLeft(t *testing.T, printed string, attacker kubernetes.Interface, apply []string) {
+	t.Helper()
+	cm, job := printedJob(t, printed)
+	job.Annotations[fleet.AnnotationPlan] = "sha256:" + strings.Repeat("c", 64)
+	createAs(t, attacker, cm, job)
+	_, stderr, code := runBounded(t, 90*time.Second, nil, apply...)
+	if code != 3 || !strings.Contains(stderr, "is running and is not this plan's") || strings.Contains(stderr, "waiting on it") {
+		t.Fatalf("a running Job of another plan: exit %d, want 3 naming it, without waiting\n%s", code, stderr)
+	}
+	if got, err := cp.Clientset().BatchV1().Jobs(job.Namespace).Get(context.Background(), job.Name, metav1.GetOptions{}); err != nil || got.Annotations[fleet.AnnotationPlan] != job.Annotations[fleet.AnnotationPlan] {
+		t.Fatalf("the other plan's running Job: %v, want it left in place", err)
+	}
+	deleteJob(t, cm, job)
 }
 
 // printedJob parses `fleet job`'s output: its ConfigMap and its Job.

@@ -133,7 +133,7 @@ func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Targe
 	if err != nil {
 		return err
 	}
-	applied, err := o.released(f, ft, t)
+	applied, err := o.released(f, ft, t, pt)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", pt.Name, err)
 	}
@@ -148,8 +148,9 @@ func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Targe
 }
 
 // released is target ft's release (from the render cache when it holds
-// it), verified against its lock, as status compares live objects with.
-func (o *Options) released(f *fleetfile.Fleet, ft fleetfile.Target, t *target) (*views.Applied, error) {
+// it), verified against its lock, which must be plan entry pt's: what
+// status compares the live objects with.
+func (o *Options) released(f *fleetfile.Fleet, ft fleetfile.Target, t *target, pt plan.Target) (*views.Applied, error) {
 	opts := o.Deploy.Inventory
 	opts.Mapper = t.cl.Mapper()
 	opts.Lean = false
@@ -160,6 +161,9 @@ func (o *Options) released(f *fleetfile.Fleet, ft fleetfile.Target, t *target) (
 	digest, err := lock.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("its release %s: lock digest: %w", ft.Release, err)
+	}
+	if digest != pt.LockDigest {
+		return nil, fail.Errorf(fail.Conflict, "its release %s is locked as %s, the plan's record %s: restore the release the plan applied to compare the live objects with it", ft.Release, digest, pt.LockDigest)
 	}
 	return &views.Applied{LockDigest: digest, Objects: rel.Objects}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/fleetfile"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -61,8 +62,9 @@ func (vj ViaJob) runWave(ctx context.Context, o *Options, f *fleetfile.Fleet, re
 	done := true
 	for i, pt := range w.Targets {
 		wr.Targets[i] = TargetResult{Name: pt.Name, Namespace: pt.Namespace, Generation: pt.Generation, Version: pt.Version, Transition: pt.Transition, State: StateAlreadyCommitted}
-		_, err := o.readBack(ctx, f, pt)
-		done = done && err == nil
+		// At the plan by its Head and live as the release sets them: a Head
+		// alone is a claim (applyTarget asks the same in each pod).
+		done = done && o.healthy(ctx, f, pt) == nil
 	}
 	if done {
 		o.say("wave %s: every target already at the plan: no Job", w.Name)
@@ -79,7 +81,50 @@ func (vj ViaJob) runWave(ctx context.Context, o *Options, f *fleetfile.Fleet, re
 		return o.closeWave(ctx, f, w, wr)
 	}
 	vj.judge(ctx, o, job, w, &wr)
+	o.untouched(ctx, f, w, &wr)
 	return o.closeWave(ctx, f, w, wr)
+}
+
+// untouched checks each target the Job's status leaves "not started": its
+// Head must still be the one its record was preflighted against. The Job
+// controller deletes a failed Job's running pods, so a pod that began
+// applying may be gone before the driver lists pods; its Head is what
+// says. One that moved (or cannot be read) is failed, unavailable: a rerun
+// resumes it.
+func (o *Options) untouched(ctx context.Context, f *fleetfile.Fleet, w plan.Wave, wr *WaveResult) {
+	for i, pt := range w.Targets {
+		r := &wr.Targets[i]
+		if r.State != StateNotStarted {
+			continue
+		}
+		err := o.headUnmoved(ctx, f, pt)
+		if err != nil {
+			r.State, r.Error, r.Exit, r.err = StateFailed, err.Error(), exitOf(err), err
+		}
+	}
+}
+
+func (o *Options) headUnmoved(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) error {
+	ft, _ := f.Target(pt.Name)
+	t, err := o.open(f, ft)
+	if err == nil {
+		err = sameCluster(ctx, t, pt)
+	}
+	var head *deploy.Head
+	if err == nil {
+		head, err = deploy.ReadHead(ctx, t.cl, pt.Namespace)
+	}
+	if err != nil {
+		return fail.Errorf(fail.Unavailable, "target %s: not run by the Job, and its Head cannot be read to tell whether a pod began it: %v", pt.Name, err)
+	}
+	tok := plan.AbsentToken
+	if head != nil {
+		tok = head.Expected().String()
+	}
+	if tok != pt.ExpectedHead && !atPlan(head, pt) { // at the plan: an earlier run committed it
+		return fail.Errorf(fail.Unavailable, "target %s: its Head moved since the plan (now %s, preflighted against %s): the Job's pod for it began it before the Job ended; run the plan again to resume it", pt.Name, describe(head), pt.ExpectedHead)
+	}
+	return nil
 }
 
 // start creates wave w's ConfigMap and Job, or finds its Job of this plan
