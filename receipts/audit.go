@@ -42,8 +42,8 @@ const OfflineNote = "offline audit: no cluster was contacted. It does not prove 
 // digests, the chain and the rules are all computable by whoever writes
 // the files, so a receipt edited and resealed passes.
 const (
-	SignedNote   = "Every receipt is signed by a trusted key, and the receipts form one unbroken chain."
-	UnsignedNote = "No trusted key was given: the receipts were checked for consistency and form one unbroken chain, " +
+	SignedNote   = "Trusted keys were given: each receipt passes only with a valid signature by one of them, and the chain only unbroken."
+	UnsignedNote = "No trusted key was given: the receipts were checked for consistency and the chain for breaks, " +
 		"which shows nothing of who wrote them (anyone who can write these files can write consistent ones); " +
 		"audit with --trusted-key to verify their signatures."
 )

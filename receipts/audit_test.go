@@ -37,7 +37,7 @@ func mustAudit(t *testing.T, paths []string, opts AuditOptions) *Report {
 	if rep.Note != Note(len(opts.TrustedKeys) > 0) || !strings.Contains(rep.Note, "does not prove that the Head is still") {
 		t.Fatalf("report does not state its offline limit: %q", rep.Note)
 	}
-	if signed := strings.Contains(rep.Note, "signed by a trusted key"); signed != (len(opts.TrustedKeys) > 0) || signed == strings.Contains(rep.Note, "shows nothing of who wrote them") {
+	if signed := strings.Contains(rep.Note, "Trusted keys were given"); signed != (len(opts.TrustedKeys) > 0) || signed == strings.Contains(rep.Note, "shows nothing of who wrote them") {
 		t.Fatalf("the note %q says signed %v; trusted keys: %d", rep.Note, signed, len(opts.TrustedKeys))
 	}
 	return rep
