@@ -86,6 +86,10 @@ func approvalStatus(ctx context.Context, c deploy.Cluster, ns string, cm *corev1
 	return a, append(unattested, approvalFromAGap(h, ocm, enforced)...), nil
 }
 
+// reapplied is what an unattested approval claim means when an admin
+// changed the policies on purpose.
+const reapplied = "if an admin re-applied the policies then, as a new version of the tool prints them, this is expected until the next approved move; otherwise the API server's audit log says who wrote what while they were not enforced"
+
 // approvalFromAGap: when the approval object is the one the Head says this
 // generation was applied under, the approval policy must have been
 // enforced on every write to it, as the gate requires (docs/approval.md
@@ -99,8 +103,8 @@ func approvalFromAGap(h *deploy.Head, ocm *corev1.ConfigMap, enforced *gate.Enfo
 	if h.Approval == nil || enforced == nil || string(ocm.UID) != h.Approval.UID || enforced.Attested(ocm.CreationTimestamp.Time) {
 		return nil
 	}
-	return []string{fmt.Sprintf("the Head says generation %d was applied under approval %s (proposed by %s, approved by %s), but that object was created at %s, not %s after the approval policies last changed (%s at %s), so the approval policy may not have checked who decided it",
-		h.Generation, h.Approval.UID, h.Approval.Proposer, h.Approval.Approver, ocm.CreationTimestamp.UTC().Format(time.RFC3339), gate.AttestWindow, enforced.ChangedBy, enforced.ChangedAt.Format(time.RFC3339))}
+	return []string{fmt.Sprintf("the Head says generation %d was applied under approval %s (proposed by %s, approved by %s), but that object was created at %s, not %s after the approval policies last changed (%s at %s), so the approval policy may not have checked who decided it (%s)",
+		h.Generation, h.Approval.UID, h.Approval.Proposer, h.Approval.Approver, ocm.CreationTimestamp.UTC().Format(time.RFC3339), gate.AttestWindow, enforced.ChangedBy, enforced.ChangedAt.Format(time.RFC3339), reapplied)}
 }
 
 // headAttestation is the evidence that the approval Head h names (cm its
@@ -129,7 +133,7 @@ func headAttestation(ctx context.Context, c deploy.Cluster, cm *corev1.ConfigMap
 		return []string{claim + ", but no managedFields entry of the Head owns head.json with a time, so when it was written, and whether the Head policy checked that claim, cannot be told"}, &e, nil
 	case !e.Attested(written):
 		return []string{fmt.Sprintf("%s, but the Head was last written at %s, not %s after the approval policies last changed (%s at %s), so the Head policy may not have checked that claim",
-			claim, written.Format(time.RFC3339), gate.AttestWindow, e.ChangedBy, e.ChangedAt.Format(time.RFC3339))}, &e, nil
+			claim, written.Format(time.RFC3339), gate.AttestWindow, e.ChangedBy, e.ChangedAt.Format(time.RFC3339)) + " (" + reapplied + ")"}, &e, nil
 	}
 	return nil, &e, nil
 }
