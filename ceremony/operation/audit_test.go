@@ -53,6 +53,7 @@ var fixtures = []struct {
 	{dir: "operations/credentials", mode: Committed, want: "credentials"},
 	{dir: "operations/kubernetes-token", mode: Committed, want: "kubernetes-token"},
 	{dir: "operations/image-digest", mode: Committed, want: "image-digest"},
+	{dir: "operations/image-digest-volume", mode: Committed, want: "image-digest"},
 	// The placeholder rule both ways: a released digest is wrong in the
 	// committed tree, the placeholder is wrong in a deployable one.
 	{dir: "operations/clean-deployable", mode: Committed, want: "admin-image-placeholder"},

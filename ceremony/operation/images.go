@@ -40,6 +40,25 @@ func (s *subject) images() []imageRef {
 				out = append(out, imageRef{o, fmt.Sprintf("%s.%s[%d].image", strings.Join(base, "."), field, i), img})
 			}
 		}
+		out = append(out, volumeImages(o, base)...)
+	}
+	return out
+}
+
+// volumeImages are o's image volumes (volumes[].image.reference under
+// the pod spec at base): OCI images mounted into the pod, pinned like a
+// container's.
+func volumeImages(o *unstructured.Unstructured, base []string) []imageRef {
+	var out []imageRef
+	list, _, _ := unstructured.NestedSlice(o.Object, append(slices.Clone(base), "volumes")...)
+	for i, v := range list {
+		m, _ := v.(map[string]any)
+		img, ok := m["image"].(map[string]any)
+		if !ok {
+			continue
+		}
+		ref, _ := img["reference"].(string)
+		out = append(out, imageRef{o, fmt.Sprintf("%s.volumes[%d].image.reference", strings.Join(base, "."), i), ref})
 	}
 	return out
 }
