@@ -15,6 +15,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy/deploytest"
 	"github.com/qinglong/kubectl-ql3/ceremony/views"
+	"github.com/qinglong/kubectl-ql3/internal/fail"
 )
 
 // An approval forged while the approval policy was off does not attest a
@@ -121,5 +122,21 @@ func flaggedBoth(t *testing.T, p *twoPerson, want string) {
 	rep, err := views.HistoryAtHead(ctx, p.alice.Cluster, p.alice.ReceiptsDir, p.ns)
 	if err != nil || rep.Err() == nil || !strings.Contains(strings.Join(rep.Chain.Reasons, "\n"), want) {
 		t.Fatalf("history -n: %+v, %v; want the chain to fail with %q", rep.Chain, err, want)
+	}
+}
+
+// Not being allowed to read the approval policies is not evidence that
+// they are missing. Dora holds exactly the printed deployer and proposer
+// roles, not executor-approval: status under the rule fails, naming the
+// role to grant, instead of reporting the Head moved outside the tool
+// (exit 5), which a 403 read as "the policies are not as printed" did.
+func TestStatusWithoutThePoliciesReadIsNotTamper(t *testing.T) {
+	p := newTwoPerson(t)
+	v300 := release(t, "v3.0.0", p.ns, "")
+	p.installUnderTheRule(v300)
+	printedDeployerAndProposer(t, p.ns, v300, "dora")
+	st, err := views.Status(context.Background(), cluster(t, cp.User(t, "dora")), p.ns, 0, nil)
+	if err == nil || fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "rbac --role executor-approval") {
+		t.Fatalf("status as dora: %+v, %v; want an error naming the executor-approval role, not tamper", st, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
@@ -122,6 +123,9 @@ func headAttestation(ctx context.Context, c deploy.Cluster, cm *corev1.ConfigMap
 	claim := fmt.Sprintf("the Head says generation %d was applied under approval %s (proposed by %s, approved by %s)", h.Generation, h.Approval.UID, h.Approval.Proposer, h.Approval.Approver)
 	e, err := gate.ReadPolicies(ctx, c.Clientset())
 	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		// Not allowed to read them is not evidence that they are not there.
+		return nil, nil, fmt.Errorf("under the two-person rule status reads the approval policies (`kubectl ql3 rbac --role executor-approval -n %s` grants get on them): %w", cm.Namespace, err)
 	case fail.Is(err, fail.Invalid):
 		return []string{fmt.Sprintf("%s, but the API server does not hold the approval policies as the tool prints them (%v), so nothing attests that claim", claim, err)}, nil, nil
 	case err != nil:
