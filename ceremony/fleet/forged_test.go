@@ -186,3 +186,49 @@ func TestFleetStatusChecksTheCluster(t *testing.T) {
 		t.Fatalf("a rerun of apply with t00's kubeconfig reaching cluster 1: %v, want invalid naming the cluster", err)
 	}
 }
+
+// An index a failed Job left unrun is "not started" only while its
+// target's Head is still the one its record was preflighted against: the
+// Job controller may delete a running pod before the driver lists pods.
+// t01's Head is moved by another record after the plan was made: it is
+// failed, conflict (preflight again), the untouched ones stay not started.
+func TestUntouchedReadsTheHead(t *testing.T) {
+	b := newBed(t, 1, []string{"one", "one", "one"})
+	for _, g := range b.targets {
+		b.release(t, g, "v3.0.0", "")
+	}
+	ctx := context.Background()
+	var progress bytes.Buffer
+	o := options(t, &progress)
+	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n  maxParallel: 3\n")
+	rollOut(t, ctx, o, f, "3.0.0", 1)
+	for _, g := range b.targets {
+		b.release(t, g, "v3.1.0", "")
+	}
+	p, _ := replan(t, ctx, o, f, "3.1.0", false)
+	moved := &bed{dir: b.dir, targets: b.targets[1:2]}
+	b.release(t, moved.targets[0], "v3.1.0", "3.1.1")
+	other := moved.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n")
+	p2, dir2 := replan(t, ctx, o, other, "3.1.1", false)
+	if _, err := fleet.Apply(ctx, o, other, fleet.ApplyRequest{Plan: p2, PlanDir: dir2}); err != nil {
+		t.Fatal(err)
+	}
+	w := p.Waves[0]
+	wr := fleet.WaveResult{Name: w.Name}
+	for _, pt := range w.Targets {
+		wr.Targets = append(wr.Targets, fleet.TargetResult{Name: pt.Name, Namespace: pt.Namespace, State: fleet.StateNotStarted})
+	}
+	fleet.Untouched(options(t, &progress), ctx, f, w, &wr)
+	for i, r := range wr.Targets {
+		switch i {
+		case 1:
+			if r.State != fleet.StateFailed || r.Exit != 3 || !strings.Contains(r.Error, "its Head moved since the plan by another record") {
+				t.Fatalf("%s, moved by another record: %+v, want failed, exit 3", r.Name, r)
+			}
+		default:
+			if r.State != fleet.StateNotStarted || r.Error != "" {
+				t.Fatalf("%s, untouched: %+v, want not started", r.Name, r)
+			}
+		}
+	}
+}

@@ -40,7 +40,8 @@ type ViaJob struct {
 // when a Job of this plan's wave is still running — a killed driver's),
 // its status waited on, then every target read back from its own cluster
 // as Apply does — a Job's success alone proves nothing — and the soak. A
-// wave whose targets all read back at the plan already creates no Job.
+// wave whose targets all read back at the plan and are live as their
+// release sets them (healthy) creates no Job.
 func ApplyViaJob(ctx context.Context, o *Options, f *fleetfile.Fleet, req ApplyRequest, vj ViaJob) (*ApplyReport, error) {
 	if vj.Client == nil {
 		return nil, fail.Errorf(fail.Other, "fleet apply --via-job: no management cluster client")
@@ -115,16 +116,19 @@ func (o *Options) headUnmoved(ctx context.Context, f *fleetfile.Fleet, pt plan.T
 		head, err = deploy.ReadHead(ctx, t.cl, pt.Namespace)
 	}
 	if err != nil {
-		return fail.Errorf(fail.Unavailable, "target %s: not run by the Job, and its Head cannot be read to tell whether a pod began it: %v", pt.Name, err)
+		return fmt.Errorf("target %s: not run by the Job, and its Head cannot be read to tell whether a pod began it: %w", pt.Name, err)
 	}
 	tok := plan.AbsentToken
 	if head != nil {
 		tok = head.Expected().String()
 	}
-	if tok != pt.ExpectedHead && !atPlan(head, pt) { // at the plan: an earlier run committed it
-		return fail.Errorf(fail.Unavailable, "target %s: its Head moved since the plan (now %s, preflighted against %s): the Job's pod for it began it before the Job ended; run the plan again to resume it", pt.Name, describe(head), pt.ExpectedHead)
+	switch {
+	case tok == pt.ExpectedHead || atPlan(head, pt): // untouched, or committed by an earlier run
+		return nil
+	case head != nil && head.Phase == deploy.PhaseApplying && head.Transition.PreflightDigest == pt.PreflightDigest:
+		return fail.Errorf(fail.Unavailable, "target %s: its Head is applying this plan's record (generation %d): the Job's pod for it began it before the Job ended; run the plan again to resume it", pt.Name, head.Generation)
 	}
-	return nil
+	return fail.Errorf(fail.Conflict, "target %s: its Head moved since the plan by another record (now %s, preflighted against %s): preflight the fleet again", pt.Name, describe(head), pt.ExpectedHead)
 }
 
 // start creates wave w's ConfigMap and Job, or finds its Job of this plan
