@@ -167,9 +167,12 @@ func linkNew(dir, path string, data []byte) (replayed bool, err error) {
 }
 
 // sameContent reads path: false when nothing is there, true when it holds
-// exactly data, an *existsError otherwise. The name itself must be a
-// regular file (notPublished), and the open, which does not block
-// (safefile.OpenRegular), must reach the file the name holds.
+// exactly data, an *existsError otherwise. A symbolic link at the name
+// is fail.Tamper (someone put it there: dangling, or to a file elsewhere
+// that could change later; a published name only ever holds one regular
+// file); anything else that is not a regular file is refused by the open,
+// which does not block (safefile.OpenRegular); and the file opened must be
+// the one the name held.
 func sameContent(path string, data []byte) (bool, error) {
 	named, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -178,8 +181,8 @@ func sameContent(path string, data []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if !named.Mode().IsRegular() {
-		return false, notPublished(path, named.Mode())
+	if named.Mode()&fs.ModeSymlink != 0 {
+		return false, fail.Errorf(fail.Tamper, "%s is a symbolic link, not a file publish wrote; publish never follows nor replaces one; nothing was written", path)
 	}
 	f, err := safefile.OpenRegular(path)
 	if err != nil {
@@ -199,16 +202,14 @@ func sameContent(path string, data []byte) (bool, error) {
 	return true, nil
 }
 
-// notPublished is the error for a name that holds something publish
-// never writes: a published name only ever holds one regular file. A
-// symbolic link there is fail.Tamper (someone put it there: dangling, or
-// to a file elsewhere that could change later); a named pipe, a device or
-// a socket is fail.Invalid, as safefile.OpenRegular reports it.
-func notPublished(path string, mode fs.FileMode) error {
-	if mode&fs.ModeSymlink != 0 {
-		return fail.Errorf(fail.Tamper, "%s is a symbolic link, not a file publish wrote; publish never follows nor replaces one; nothing was written", path)
-	}
-	return fail.Errorf(fail.Invalid, "%s: %w (%s); nothing was written", path, safefile.ErrNotRegular, mode.Type())
+// Holds reports whether path, as Publish and WriteNew judge a name, holds
+// exactly data already: a regular file itself (not a symbolic link to a
+// copy elsewhere) with those bytes. A caller that would otherwise publish
+// data asks it first, to skip work a replay needs; anything but true is
+// for Publish or WriteNew to replay or refuse.
+func Holds(path string, data []byte) bool {
+	same, err := sameContent(path, data)
+	return err == nil && same
 }
 
 func writeSync(f *os.File, data []byte) error {

@@ -232,3 +232,46 @@ func TestUntouchedReadsTheHead(t *testing.T) {
 		}
 	}
 }
+
+// A receipt the fleet proves a target by must be a file of the receipts
+// directory itself: its name replaced by a symbolic link to an identical
+// copy elsewhere (which that copy's owner could change later), a rerun
+// refuses as tamper, naming the link, and leaves it. Before, the rerun
+// read through the link, found the bytes, and cited it in its rollout
+// receipt.
+func TestFleetRefusesALinkedReceipt(t *testing.T) {
+	b := newBed(t, 1, []string{"one", "one", "one"})
+	for _, g := range b.targets {
+		b.release(t, g, "v3.0.0", "")
+	}
+	ctx := context.Background()
+	var progress bytes.Buffer
+	o := options(t, &progress)
+	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n  maxParallel: 3\n")
+	p, dir := replan(t, ctx, o, f, "3.0.0", false)
+	if _, err := fleet.Apply(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(f.Dir, "receipts", b.targets[0].name, "000001-install-3.0.0.receipt.json")
+	copyElsewhere := filepath.Join(t.TempDir(), "copy.json")
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copyElsewhere, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(copyElsewhere, name); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fleet.Apply(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir})
+	if !fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Fatalf("rerun with a linked receipt: %v (class %v), want tamper naming the link", err, fail.ClassOf(err))
+	}
+	if fi, err := os.Lstat(name); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", fi, err)
+	}
+}

@@ -1,18 +1,15 @@
 package fleet
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/fleetfile"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
-	"github.com/qinglong/kubectl-ql3/internal/safefile"
 	"github.com/qinglong/kubectl-ql3/inventory"
 	"github.com/qinglong/kubectl-ql3/receipts"
 	"github.com/qinglong/kubectl-ql3/receipts/rollout"
@@ -42,7 +39,7 @@ func (o *Options) prove(f *fleetfile.Fleet, pt plan.Target, head *deploy.Head) (
 	}
 	dir := o.receipts(f, ft)
 	path := filepath.Join(dir, receipts.FileName(r))
-	if !publishedAt(path, data) {
+	if !receipts.Holds(path, data) {
 		if path, err = o.publish(f, ft, r); err != nil {
 			return nil, fmt.Errorf("target %s: receipt: %w", pt.Name, err)
 		}
@@ -52,19 +49,6 @@ func (o *Options) prove(f *fleetfile.Fleet, pt plan.Target, head *deploy.Head) (
 		ref:      &rollout.Ref{Path: pt.Name + "/" + filepath.Base(path), Digest: r.SelfDigest, SHA256: hex.EncodeToString(sum[:])},
 		approval: r.Approval,
 	}, nil
-}
-
-// publishedAt reports whether path is a regular file itself (not a
-// symbolic link to one elsewhere, which its owner could change) holding
-// exactly data; anything else goes through publish, which replays or
-// refuses.
-func publishedAt(path string, data []byte) bool {
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	old, err := safefile.ReadRegular(path, receipts.MaxFileSize)
-	return err == nil && bytes.Equal(old, data)
 }
 
 // publish writes target t's receipt r, missing from its receipts
