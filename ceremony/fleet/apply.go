@@ -223,8 +223,9 @@ func (o *Options) applyTarget(ctx context.Context, f *fleetfile.Fleet, req Apply
 	if atPlan(head, pt) {
 		// Not moved by this run: its Head only claims the plan, and anyone
 		// with the Head's update verb can write that claim. It counts once
-		// the release's objects are live, as the release sets them, Current.
-		if err := o.healthy(ctx, f, pt); err != nil {
+		// the release's objects are live, as the release sets them, Current
+		// (targetState has read the Head from the plan's cluster).
+		if err := o.live(ctx, f, ft, t, pt); err != nil {
 			return failed(ft, fmt.Errorf("%w (its Head says generation %d is committed, which counts only once the cluster runs it)", err, pt.Generation))
 		}
 		r.State = StateAlreadyCommitted
@@ -283,17 +284,23 @@ func atPlan(head *deploy.Head, pt plan.Target) bool {
 		head.Transition.PreflightDigest == pt.PreflightDigest && head.Current.InventoryDigest == pt.InventoryDigest
 }
 
-// readBack reads target pt's Head from its cluster: it must be at the plan.
-func (o *Options) readBack(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) (*deploy.Head, error) {
+// headAt reads target pt's Head from its cluster, which must be the
+// plan's (sameCluster): a Head read elsewhere says nothing of pt's.
+func (o *Options) headAt(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) (*deploy.Head, error) {
 	ft, _ := f.Target(pt.Name)
 	t, err := o.open(f, ft)
 	if err != nil {
 		return nil, err
 	}
 	if err := sameCluster(ctx, t, pt); err != nil {
-		return nil, fmt.Errorf("target %s: read back: %w", pt.Name, err)
+		return nil, err
 	}
-	head, err := deploy.ReadHead(ctx, t.cl, pt.Namespace)
+	return deploy.ReadHead(ctx, t.cl, pt.Namespace)
+}
+
+// readBack reads target pt's Head from its cluster: it must be at the plan.
+func (o *Options) readBack(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) (*deploy.Head, error) {
+	head, err := o.headAt(ctx, f, pt)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: read back: %w", pt.Name, err)
 	}

@@ -118,12 +118,8 @@ func stateOf(head *deploy.Head, pt plan.Target) string {
 	return Elsewhere
 }
 
-// healthy: target pt's Head is at the plan and status, given the
-// target's release, finds every object present, holding the release's
-// values (each dry-run and compared, whoever wrote it: a field manager's
-// name is not evidence), current, with no bypass. A Head is a claim
-// anyone with its update verb can write; the objects the API server
-// serves are what the release is running.
+// healthy: target pt's Head reads back at the plan (readBack) and its
+// objects are live as its release sets them (live).
 func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) error {
 	if _, err := o.readBack(ctx, f, pt); err != nil {
 		return err
@@ -133,6 +129,15 @@ func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Targe
 	if err != nil {
 		return err
 	}
+	return o.live(ctx, f, ft, t, pt)
+}
+
+// live: status, given target pt's release, finds every object present,
+// holding the release's values (each dry-run and compared, whoever wrote
+// it: a field manager's name is not evidence), current, with no bypass. A
+// Head is a claim anyone with its update verb can write; the objects the
+// API server serves are what the release is running.
+func (o *Options) live(ctx context.Context, f *fleetfile.Fleet, ft fleetfile.Target, t *target, pt plan.Target) error {
 	applied, err := o.released(f, ft, t, pt)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", pt.Name, err)
@@ -153,7 +158,6 @@ func (o *Options) healthy(ctx context.Context, f *fleetfile.Fleet, pt plan.Targe
 func (o *Options) released(f *fleetfile.Fleet, ft fleetfile.Target, t *target, pt plan.Target) (*views.Applied, error) {
 	opts := o.Deploy.Inventory
 	opts.Mapper = t.cl.Mapper()
-	opts.Lean = false
 	rel, lock, _, err := inventory.LoadReleaseCached(o.Deploy.FS, f.Path(ft.Release), opts, o.Deploy.RenderCache)
 	if err != nil {
 		return nil, fmt.Errorf("its release %s, to compare the live objects with: %w", ft.Release, err)

@@ -87,11 +87,12 @@ func (vj ViaJob) runWave(ctx context.Context, o *Options, f *fleetfile.Fleet, re
 }
 
 // untouched checks each target the Job's status leaves "not started": its
-// Head must still be the one its record was preflighted against. The Job
-// controller deletes a failed Job's running pods, so a pod that began
-// applying may be gone before the driver lists pods; its Head is what
-// says. One that moved (or cannot be read) is failed, unavailable: a rerun
-// resumes it.
+// Head must still be the one its record was preflighted against (or at
+// the plan, committed by an earlier run). The Job controller deletes a
+// failed Job's running pods, so a pod that began applying may be gone
+// before the driver lists pods; its Head is what says (headUnmoved: a
+// Head applying this record is unavailable, one moved by another record a
+// conflict, an unreadable one its read's class).
 func (o *Options) untouched(ctx context.Context, f *fleetfile.Fleet, w plan.Wave, wr *WaveResult) {
 	for i, pt := range w.Targets {
 		r := &wr.Targets[i]
@@ -106,15 +107,7 @@ func (o *Options) untouched(ctx context.Context, f *fleetfile.Fleet, w plan.Wave
 }
 
 func (o *Options) headUnmoved(ctx context.Context, f *fleetfile.Fleet, pt plan.Target) error {
-	ft, _ := f.Target(pt.Name)
-	t, err := o.open(f, ft)
-	if err == nil {
-		err = sameCluster(ctx, t, pt)
-	}
-	var head *deploy.Head
-	if err == nil {
-		head, err = deploy.ReadHead(ctx, t.cl, pt.Namespace)
-	}
+	head, err := o.headAt(ctx, f, pt)
 	if err != nil {
 		return fmt.Errorf("target %s: not run by the Job, and its Head cannot be read to tell whether a pod began it: %w", pt.Name, err)
 	}
