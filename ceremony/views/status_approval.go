@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/record"
@@ -167,16 +168,11 @@ func appliedMismatch(h *deploy.Head, o *ApprovalObject) []string {
 // its time), so the object's latest time at all is not evidence of when
 // head.json changed.
 func headJSONWritten(cm *corev1.ConfigMap) (time.Time, bool) {
+	owners, _ := headJSONOwners(cm) // unparsable fields: no owner, so no time (status reports the error)
 	var last time.Time
 	ok := false
-	for _, mf := range cm.ManagedFields {
-		if mf.FieldsV1 == nil || mf.Time == nil {
-			continue
-		}
-		if paths, err := OwnedFields(mf.FieldsV1.Raw); err != nil || !slices.Contains(paths, headJSONField) {
-			continue
-		}
-		if !ok || mf.Time.After(last) {
+	for _, mf := range owners {
+		if mf.Time != nil && (!ok || mf.Time.After(last)) {
 			last, ok = mf.Time.Time, true
 		}
 	}
@@ -190,7 +186,21 @@ const headJSONField = ".data." + deploy.HeadKey
 // (OwnedFields, as Drift reads them). An update or apply of head.json
 // moves its ownership to the writer, so the owners are its last writers.
 func headWriters(cm *corev1.ConfigMap) ([]FieldDrift, error) {
-	var out []FieldDrift
+	owners, err := headJSONOwners(cm)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]FieldDrift, 0, len(owners))
+	for _, mf := range owners {
+		out = append(out, fieldOf(mf, headJSONField))
+	}
+	return out, nil
+}
+
+// headJSONOwners are cm's managedFields entries that own data["head.json"]
+// (OwnedFields); an entry whose fields do not parse is an error.
+func headJSONOwners(cm *corev1.ConfigMap) ([]metav1.ManagedFieldsEntry, error) {
+	var out []metav1.ManagedFieldsEntry
 	for _, mf := range cm.ManagedFields {
 		if mf.FieldsV1 == nil {
 			continue
@@ -199,10 +209,9 @@ func headWriters(cm *corev1.ConfigMap) ([]FieldDrift, error) {
 		if err != nil {
 			return nil, fmt.Errorf("head %s/%s: managedFields of %q: %w", cm.Namespace, cm.Name, mf.Manager, err)
 		}
-		if !slices.Contains(paths, headJSONField) {
-			continue
+		if slices.Contains(paths, headJSONField) {
+			out = append(out, mf)
 		}
-		out = append(out, fieldOf(mf, headJSONField))
 	}
 	return out, nil
 }
