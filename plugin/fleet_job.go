@@ -252,13 +252,12 @@ func runFleetApplyViaJob(ctx context.Context, f *fleetFlags, vj *viaJobFlags, pa
 	if f.flags.Namespace != nil {
 		ns = *f.flags.Namespace
 	}
+	imageErr := fleet.CheckImage(vj.image)
 	switch {
 	case ns == "":
 		return fail.Errorf(fail.Invalid, "--via-job: --namespace (-n), the management namespace, is required")
-	case vj.image == "":
-		return fail.Errorf(fail.Invalid, "--via-job: --image, the project's image pinned by digest, is required")
-	case fleet.CheckImage(vj.image) != nil:
-		return fleet.CheckImage(vj.image)
+	case imageErr != nil:
+		return fmt.Errorf("--via-job: %w", imageErr)
 	case vj.retries < 0 || vj.retries > 10:
 		return fail.Errorf(fail.Invalid, "--backoff-limit-per-index %d: want 0 to 10", vj.retries)
 	case vj.context != "" && vj.kubeconfig == "":
