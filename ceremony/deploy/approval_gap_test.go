@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate"
 	"github.com/qinglong/kubectl-ql3/ceremony/approval/gate/gatetest"
@@ -28,10 +29,7 @@ import (
 // 5): the object's creationTimestamp, which the API server set, falls in
 // the gap. Before, both said "approved by bob" and exited 0.
 func TestApprovalForgedInAPolicyGapIsFlagged(t *testing.T) {
-	p := newTwoPerson(t)
-	v300 := release(t, "v3.0.0", p.ns, "")
-	h1 := p.installUnderTheRule(v300)
-	mallory := printedDeployerAndProposer(t, p.ns, v300, "mallory")
+	p, h1, mallory := underTheRule(t, "mallory")
 	madeUp := deploytest.Next(t, h1, "3.0.1")
 	ctx := context.Background()
 	adm := cp.Clientset().AdmissionregistrationV1()
@@ -72,10 +70,7 @@ func TestApprovalForgedInAPolicyGapIsFlagged(t *testing.T) {
 // server set, says when it changed. Before, the latest time of any entry
 // was taken, and the forged one made the Head read as attested.
 func TestForgedManagedFieldsTimeDoesNotAttestTheHead(t *testing.T) {
-	p := newTwoPerson(t)
-	v300 := release(t, "v3.0.0", p.ns, "")
-	h1 := p.installUnderTheRule(v300)
-	mallory := printedDeployerAndProposer(t, p.ns, v300, "mallory")
+	p, h1, mallory := underTheRule(t, "mallory")
 	madeUp := deploytest.Next(t, h1, "3.0.1")
 	madeUp.Approval = &deploy.HeadApproval{Proposer: "alice", Approver: "bob", UID: "6c0a1e55-0000-4000-8000-000000000000", ResourceVersion: "1"}
 	if err := madeUp.Seal(); err != nil {
@@ -131,12 +126,21 @@ func flaggedBoth(t *testing.T, p *twoPerson, want string) {
 // role to grant, instead of reporting the Head moved outside the tool
 // (exit 5), which a 403 read as "the policies are not as printed" did.
 func TestStatusWithoutThePoliciesReadIsNotTamper(t *testing.T) {
-	p := newTwoPerson(t)
-	v300 := release(t, "v3.0.0", p.ns, "")
-	p.installUnderTheRule(v300)
-	printedDeployerAndProposer(t, p.ns, v300, "dora")
+	p, _, _ := underTheRule(t, "dora")
 	st, err := views.Status(context.Background(), cluster(t, cp.User(t, "dora")), p.ns, 0, nil)
 	if err == nil || fail.Is(err, fail.Tamper) || !strings.Contains(err.Error(), "rbac --role executor-approval") {
 		t.Fatalf("status as dora: %+v, %v; want an error naming the executor-approval role, not tamper", st, err)
 	}
+}
+
+// underTheRule installs release 3.0.0 under the two-person rule in a
+// fresh namespace (alice proposes, bob approves) and grants user exactly
+// the printed deployer and proposer roles: it returns the namespace's
+// people, the Head of generation 1 and user's client.
+func underTheRule(t *testing.T, user string) (*twoPerson, *deploy.Head, kubernetes.Interface) {
+	t.Helper()
+	p := newTwoPerson(t)
+	v300 := release(t, "v3.0.0", p.ns, "")
+	h1 := p.installUnderTheRule(v300)
+	return p, h1, printedDeployerAndProposer(t, p.ns, v300, user)
 }
