@@ -15,6 +15,7 @@ import (
 
 	"github.com/qinglong/kubectl-ql3/ceremony/deploy"
 	"github.com/qinglong/kubectl-ql3/ceremony/fleet"
+	"github.com/qinglong/kubectl-ql3/ceremony/fleet/fleetfile"
 	fleetplan "github.com/qinglong/kubectl-ql3/ceremony/fleet/plan"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
 	"github.com/qinglong/kubectl-ql3/inventory"
@@ -30,11 +31,7 @@ import (
 // release's. Before, it reported the canary "already committed" and rolled
 // the release to the second wave's clusters.
 func TestFleetForgedHeadStopsTheWave(t *testing.T) {
-	b := newBed(t, 1, []string{"one", "two", "two"})
-	for _, g := range b.targets {
-		b.release(t, g, "v3.0.0", "")
-	}
-	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n- name: two\n  selector: {matchLabels: {ring: two}}\n  maxParallel: 2\n")
+	b, f := twoWaves(t)
 	var progress bytes.Buffer
 	o := options(t, &progress)
 	ctx := context.Background()
@@ -142,11 +139,7 @@ func forgeHead(t *testing.T, b *bed, g tgt, pt fleetplan.Target, planDir string)
 // plan's. Before, status said "at plan" for a cluster nothing was
 // deployed to.
 func TestFleetStatusChecksTheCluster(t *testing.T) {
-	b := newBed(t, 1, []string{"one", "two", "two"})
-	for _, g := range b.targets {
-		b.release(t, g, "v3.0.0", "")
-	}
-	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n- name: two\n  selector: {matchLabels: {ring: two}}\n  maxParallel: 2\n")
+	b, f := twoWaves(t)
 	var progress bytes.Buffer
 	ctx := context.Background()
 	o := options(t, &progress)
@@ -193,14 +186,10 @@ func TestFleetStatusChecksTheCluster(t *testing.T) {
 // t01's Head is moved by another record after the plan was made: it is
 // failed, conflict (preflight again), the untouched ones stay not started.
 func TestUntouchedReadsTheHead(t *testing.T) {
-	b := newBed(t, 1, []string{"one", "one", "one"})
-	for _, g := range b.targets {
-		b.release(t, g, "v3.0.0", "")
-	}
+	b, f := oneWave(t)
 	ctx := context.Background()
 	var progress bytes.Buffer
 	o := options(t, &progress)
-	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n  maxParallel: 3\n")
 	rollOut(t, ctx, o, f, "3.0.0", 1)
 	for _, g := range b.targets {
 		b.release(t, g, "v3.1.0", "")
@@ -240,14 +229,10 @@ func TestUntouchedReadsTheHead(t *testing.T) {
 // read through the link, found the bytes, and cited it in its rollout
 // receipt.
 func TestFleetRefusesALinkedReceipt(t *testing.T) {
-	b := newBed(t, 1, []string{"one", "one", "one"})
-	for _, g := range b.targets {
-		b.release(t, g, "v3.0.0", "")
-	}
+	b, f := oneWave(t)
 	ctx := context.Background()
 	var progress bytes.Buffer
 	o := options(t, &progress)
-	f := b.file(t, "- name: one\n  selector: {matchLabels: {ring: one}}\n  maxParallel: 3\n")
 	p, dir := replan(t, ctx, o, f, "3.0.0", false)
 	if _, err := fleet.Apply(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir}); err != nil {
 		t.Fatal(err)
@@ -274,4 +259,26 @@ func TestFleetRefusesALinkedReceipt(t *testing.T) {
 	if fi, err := os.Lstat(name); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("the link was replaced: %v %v", fi, err)
 	}
+}
+
+// twoWaves is a fleet of three targets, one per cluster, at release
+// v3.0.0 (not deployed yet): wave one the first, wave two the others.
+func twoWaves(t *testing.T) (*bed, *fleetfile.Fleet) {
+	t.Helper()
+	return bedAt(t, []string{"one", "two", "two"}, "- name: one\n  selector: {matchLabels: {ring: one}}\n- name: two\n  selector: {matchLabels: {ring: two}}\n  maxParallel: 2\n")
+}
+
+// oneWave is the same three targets in one wave.
+func oneWave(t *testing.T) (*bed, *fleetfile.Fleet) {
+	t.Helper()
+	return bedAt(t, []string{"one", "one", "one"}, "- name: one\n  selector: {matchLabels: {ring: one}}\n  maxParallel: 3\n")
+}
+
+func bedAt(t *testing.T, rings []string, waves string) (*bed, *fleetfile.Fleet) {
+	t.Helper()
+	b := newBed(t, 1, rings)
+	for _, g := range b.targets {
+		b.release(t, g, "v3.0.0", "")
+	}
+	return b, b.file(t, waves)
 }
