@@ -74,18 +74,7 @@ func forgeHead(t *testing.T, b *bed, g tgt, pt fleetplan.Target, planDir string)
 	t.Helper()
 	ctx := context.Background()
 	cp := cps[g.cluster]
-	rel, err := inventory.Render(filesys.MakeFsOnDisk(), filepath.Join(b.dir, "releases", g.name), inventory.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	roles, err := deploy.RBAC(rel.Objects, g.ns, cl.Mapper(), deploy.RBACSubject{User: "mallory"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	roles := b.deployerRoles(t, g, "mallory")
 	cp.GrantAll(t, roles)
 	cp.WaitGranted(t, "mallory", roles)
 	rec, err := deploy.ReadPreflight(filepath.Join(planDir, filepath.FromSlash(pt.Preflight)))
@@ -97,6 +86,10 @@ func forgeHead(t *testing.T, b *bed, g tgt, pt fleetplan.Target, planDir string)
 		t.Fatal(err)
 	}
 	prior, err := receipts.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := inventory.Render(filesys.MakeFsOnDisk(), filepath.Join(b.dir, "releases", g.name), inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,6 +164,25 @@ func TestFleetApprovalGate(t *testing.T) {
 	status(t, ctx, o, f, p)
 }
 
+// deployerRoles are the roles `kubectl ql3 rbac` prints for g's release
+// on its cluster, bound to user.
+func (b *bed) deployerRoles(t *testing.T, g tgt, user string) []any {
+	t.Helper()
+	rel, err := inventory.Render(filesys.MakeFsOnDisk(), filepath.Join(b.dir, "releases", g.name), inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := deploy.NewKubeCluster(cps[g.cluster].RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, err := deploy.RBAC(rel.Objects, g.ns, cl.Mapper(), deploy.RBACSubject{User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return roles
+}
+
 // printedRoles grants, on g's cluster and in its namespace, exactly the
 // roles docs/guide-two-person-rule.md prints: the deployer's (`rbac
 // DIR`), executor-approval's and the proposer's to deployer, the
@@ -172,18 +191,7 @@ func TestFleetApprovalGate(t *testing.T) {
 func (b *bed) printedRoles(t *testing.T, g tgt, deployer, approver string) {
 	t.Helper()
 	cp := cps[g.cluster]
-	rel, err := inventory.Render(filesys.MakeFsOnDisk(), filepath.Join(b.dir, "releases", g.name), inventory.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := deploy.NewKubeCluster(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	grants := map[string][]any{}
-	if grants[deployer], err = deploy.RBAC(rel.Objects, g.ns, cl.Mapper(), deploy.RBACSubject{User: deployer}); err != nil {
-		t.Fatal(err)
-	}
+	grants := map[string][]any{deployer: b.deployerRoles(t, g, deployer)}
 	for _, r := range []struct{ role, user string }{{approval.RoleExecutor, deployer}, {approval.RoleProposer, deployer}, {approval.RoleApprover, approver}} {
 		objs, err := approval.RBAC(r.role, g.ns, access.Subject{User: r.user})
 		if err != nil {
