@@ -178,12 +178,17 @@ func (h *Head) flatKeys() map[string]string {
 // head.json: exactly headLabels(h), and exactly h's flat keys with their
 // values (a Head whose flat keys say other than its head.json is tamper:
 // the Head policy judged the flat keys).
-func (h *Head) checkFlat(cm *corev1.ConfigMap, schema string) error {
+func (h *Head) checkFlat(cm *corev1.ConfigMap, schema string, compressed bool) error {
 	if want := headLabels(h, schema); !maps.Equal(cm.Labels, want) {
 		return fmt.Errorf("labels must be exactly %v, got %v", want, cm.Labels)
 	}
+	if compressed && schema != HeadSchemaV2 {
+		return fmt.Errorf("binaryData key %q holds a head.json of schema %s: only a v2 one is compressed", HeadKeyGzip, schema)
+	}
 	want := h.flatKeys()
-	want[HeadKey] = cm.Data[HeadKey]
+	if !compressed {
+		want[HeadKey] = cm.Data[HeadKey]
+	}
 	if !slices.Equal(slices.Sorted(maps.Keys(cm.Data)), slices.Sorted(maps.Keys(want))) {
 		return fmt.Errorf("data must hold exactly the keys %v, got %v", slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(cm.Data)))
 	}

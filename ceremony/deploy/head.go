@@ -214,7 +214,7 @@ func digestWithout(domain string, v any, drop ...string) (string, error) {
 }
 
 // ConfigMap renders the Head as its ConfigMap in namespace ns, head.json in
-// the form Bytes chooses. A head.json over HeadMaxBytes is refused before
+// the form Bytes chooses, compressed when it is long (headContainer). A head.json over HeadMaxBytes is refused before
 // anything is written (preflight and lock refuse such a release first:
 // CheckHeadFits, canon.CheckReleaseBounds).
 func (h *Head) ConfigMap(ns string) (*corev1.ConfigMap, error) {
@@ -234,7 +234,7 @@ func (h *Head) ConfigMap(ns string) (*corev1.ConfigMap, error) {
 		},
 		Data: h.flatKeys(),
 	}
-	cm.Data[HeadKey] = string(data)
+	headContainer(cm, data)
 	return cm, nil
 }
 
@@ -244,7 +244,7 @@ func tamper(format string, args ...any) error {
 
 // ParseHeadConfigMap validates the Head ConfigMap and its head.json and
 // fails closed on every tamper class of docs/ceremony.md §4.2: extra keys,
-// binaryData, finalizers, owner references, a deletion timestamp, wrong
+// binaryData other than a compressed head.json (StoredHeadJSON), finalizers, owner references, a deletion timestamp, wrong
 // labels or annotations, oversize, non-canonical JSON, unknown fields,
 // invalid values and any digest mismatch.
 func ParseHeadConfigMap(cm *corev1.ConfigMap) (*Head, error) {
@@ -258,23 +258,21 @@ func ParseHeadConfigMap(cm *corev1.ConfigMap) (*Head, error) {
 		return nil, tamper("%s has finalizers %q", ref, cm.Finalizers)
 	case len(cm.OwnerReferences) > 0:
 		return nil, tamper("%s has owner references", ref)
-	case len(cm.BinaryData) > 0:
-		return nil, tamper("%s has binaryData", ref)
 	case cm.Immutable != nil:
 		return nil, tamper("%s sets immutable", ref)
 	}
 	if len(cm.Annotations) != 1 || !inventory.IsDigest(cm.Annotations[AnnotationSelfDigest]) {
 		return nil, tamper("%s: annotations must be exactly %s=<digest>, got %v", ref, AnnotationSelfDigest, slices.Sorted(maps.Keys(cm.Annotations)))
 	}
-	raw, ok := cm.Data[HeadKey]
-	if !ok {
-		return nil, tamper("%s: data key %q missing", ref, HeadKey)
+	raw, compressed, err := StoredHeadJSON(cm)
+	if err != nil {
+		return nil, err
 	}
-	h, schema, err := parseHead([]byte(raw))
+	h, schema, err := parseHead(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
-	if err := h.checkFlat(cm, schema); err != nil {
+	if err := h.checkFlat(cm, schema, compressed); err != nil {
 		return nil, tamper("%s: %v", ref, err)
 	}
 	if cm.Annotations[AnnotationSelfDigest] != h.SelfDigest {

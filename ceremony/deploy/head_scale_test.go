@@ -2,7 +2,9 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -21,8 +23,10 @@ import (
 // 1 MiB) is read, and the ceremony's next Head writes (applying, then
 // committed: the compare-and-swap and settle reads apply uses) supersede
 // it in the v2 form; and the Heads of 10k releases with realistic names
-// (serial, and hashed) are written and read back. Each ConfigMap, as the API
-// returns it, is measured: the v2 ones are within 256 KiB, and each read
+// (serial, and hashed) are written and read back, then a retire of 1,000
+// of their objects (head.json compressed, docs/head.md §2.3). Each
+// ConfigMap, as the API returns it, is measured: the v2 ones are within
+// 256 KiB, and each read
 // gives the logical Head whose receipt is the written Head's, byte for
 // byte.
 func TestHeadAtTenThousand(t *testing.T) {
@@ -60,11 +64,45 @@ func TestHeadAtTenThousand(t *testing.T) {
 	for _, hashed := range []bool{false, true} {
 		ns := targetNamespace(t)
 		install := scaleHead(t, identity, ns, testkit.TenThousand(hashed))
-		if _, err := o.WriteHead(ctx, ns, "", nil, install); err != nil {
+		rv, err := o.WriteHead(ctx, ns, "", nil, install)
+		if err != nil {
 			t.Fatalf("write the Head of a 10k release with realistic names (hashed: %v): %v", hashed, err)
 		}
 		checkV2Head(t, ns, install)
+		retire := retireScale(t, install, 1000)
+		if _, err := o.WriteHead(ctx, ns, rv, install, retire); err != nil {
+			t.Fatalf("write the Head of a retire of 1,000 of them (hashed: %v): %v", hashed, err)
+		}
+		checkV2Head(t, ns, retire)
 	}
+}
+
+// retireScale is the committed retire Head after h that retires every
+// tenth object of h's inventory, n in all, each with a UID, a
+// resourceVersion and a reviewed digest as random as real ones.
+func retireScale(t *testing.T, h *deploy.Head, n int) *deploy.Head {
+	t.Helper()
+	next := deploytest.Next(t, h, "3.1.0")
+	next.Transition.Kind, next.Current.Inventory = deploy.TransitionRetire, nil
+	for i, id := range h.Current.Inventory {
+		if i%10 != 9 || len(next.Retired) == n {
+			next.Current.Inventory = append(next.Current.Inventory, id)
+			continue
+		}
+		x := fmt.Sprintf("%x", sha256.Sum256(fmt.Appendf(nil, "retired %d", i)))
+		next.Retired = append(next.Retired, receipts.Retired{ID: id, UID: x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32],
+			ResourceVersion: fmt.Sprint(4_100_000 + i), ReviewedDigest: inventory.DigestPrefix + x, Outcome: receipts.OutcomeDeleted})
+	}
+	if len(next.Retired) != n {
+		t.Fatalf("%d objects retired, want %d", len(next.Retired), n)
+	}
+	var err error
+	next.Current.InventoryCount = len(next.Current.Inventory)
+	if next.Current.InventoryDigest, err = inventory.InventoryDigest(next.Current.Inventory); err != nil {
+		t.Fatal(err)
+	}
+	sealScale(t, &next)
+	return &next
 }
 
 // scaleHead is a committed install Head of inventory inv in namespace ns.
@@ -130,7 +168,11 @@ func apiHeadSize(t *testing.T, ns string) (int, string) {
 	if err := json.Unmarshal(raw, &cm); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(cm.Data[deploy.HeadKey]), &head); err != nil {
+	text, _, err := deploy.StoredHeadJSON(&cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(text, &head); err != nil {
 		t.Fatal(err)
 	}
 	return len(raw), head.Schema

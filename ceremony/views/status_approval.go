@@ -179,10 +179,18 @@ func headJSONWritten(cm *corev1.ConfigMap) (time.Time, bool) {
 	return last.UTC(), ok
 }
 
-// headJSONField is data["head.json"] as OwnedFields names it.
-const headJSONField = ".data." + deploy.HeadKey
+// headJSONField is where cm holds head.json, as OwnedFields names it:
+// binaryData["head.json.gz"] when it is compressed (docs/head.md §2.3),
+// else data["head.json"]. An entry owning the other place owns nothing
+// that is there.
+func headJSONField(cm *corev1.ConfigMap) string {
+	if _, ok := cm.BinaryData[deploy.HeadKeyGzip]; ok {
+		return ".binaryData." + deploy.HeadKeyGzip
+	}
+	return ".data." + deploy.HeadKey
+}
 
-// headWriters are the managedFields entries that own data["head.json"]
+// headWriters are the managedFields entries that own head.json
 // (OwnedFields, as Drift reads them). An update or apply of head.json
 // moves its ownership to the writer, so the owners are its last writers.
 func headWriters(cm *corev1.ConfigMap) ([]FieldDrift, error) {
@@ -192,14 +200,16 @@ func headWriters(cm *corev1.ConfigMap) ([]FieldDrift, error) {
 	}
 	out := make([]FieldDrift, 0, len(owners))
 	for _, mf := range owners {
-		out = append(out, fieldOf(mf, headJSONField))
+		out = append(out, fieldOf(mf, headJSONField(cm)))
 	}
 	return out, nil
 }
 
-// headJSONOwners are cm's managedFields entries that own data["head.json"]
-// (OwnedFields); an entry whose fields do not parse is an error.
+// headJSONOwners are cm's managedFields entries that own head.json where
+// cm holds it (headJSONField, OwnedFields); an entry whose fields do not
+// parse is an error.
 func headJSONOwners(cm *corev1.ConfigMap) ([]metav1.ManagedFieldsEntry, error) {
+	field := headJSONField(cm)
 	var out []metav1.ManagedFieldsEntry
 	for _, mf := range cm.ManagedFields {
 		if mf.FieldsV1 == nil {
@@ -209,7 +219,7 @@ func headJSONOwners(cm *corev1.ConfigMap) ([]metav1.ManagedFieldsEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("head %s/%s: managedFields of %q: %w", cm.Namespace, cm.Name, mf.Manager, err)
 		}
-		if slices.Contains(paths, headJSONField) {
+		if slices.Contains(paths, field) {
 			out = append(out, mf)
 		}
 	}
