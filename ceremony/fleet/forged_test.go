@@ -29,18 +29,37 @@ import (
 // nothing. The driver must not count the canary done nor start the next
 // wave: the objects the API server serves are still the previous
 // release's. Before, it reported the canary "already committed" and rolled
-// the release to the second wave's clusters.
+// the release to the second wave's clusters. The same holds for the two
+// other ways to the same judgement:
+//   - --via-job skips a wave's Job only when every target is at the plan
+//     and live as its release sets it: over the forged canary it must go
+//     on to the Job — here one it cannot build (no --namespace), so the
+//     wave fails naming it — and never say "no Job". With the shortcut
+//     reading the Heads alone (as before 40a0175) it returned nil: the
+//     wave, with no soak, was done.
+//   - the live check compares the canary's objects with the release the
+//     plan's record locked, not whatever the release directory holds:
+//     with the canary's directory put back to the previous release
+//     (locked, and exactly what its cluster still runs) the plan's lock
+//     answers (conflict, naming it). Behind it, status's own comparison
+//     of the release's lock with the Head's refuses too (exit 2, naming
+//     --release), so that step holds the behaviour, and fails only if both
+//     checks go.
 func TestFleetForgedHeadStopsTheWave(t *testing.T) {
 	b, f := twoWaves(t)
 	var progress bytes.Buffer
 	o := options(t, &progress)
 	ctx := context.Background()
 	rollOut(t, ctx, o, f, "3.0.0", 1)
+	canary, later := b.targets[0], b.targets[1:]
+	canaryDir, old := filepath.Join(b.dir, "releases", canary.name), filepath.Join(t.TempDir(), "v3.0.0")
+	if err := os.CopyFS(old, os.DirFS(canaryDir)); err != nil {
+		t.Fatal(err)
+	}
 	for _, g := range b.targets {
 		b.release(t, g, "v3.1.0", "")
 	}
 	p, dir := replan(t, ctx, o, f, "3.1.0", false)
-	canary, later := b.targets[0], b.targets[1:]
 	forgeHead(t, b, canary, p.Waves[0].Targets[0], dir)
 	if h := headOf(t, canary.cluster, canary.ns); h.Generation != 2 || h.Phase != deploy.PhaseCommitted || h.Current.Version != "3.1.0" {
 		t.Fatalf("the forged Head reads back as generation %d %s %s", h.Generation, h.Phase, h.Current.Version)
@@ -55,6 +74,21 @@ func TestFleetForgedHeadStopsTheWave(t *testing.T) {
 	}
 	if got := rep.Waves[0].Targets[0].State; got != fleet.StateFailed || rep.Waves[0].State != fleet.WaveStopped || rep.Waves[1].State == fleet.WaveDone {
 		t.Fatalf("waves %+v: want the canary failed, its wave stopped and the next not run", rep.Waves)
+	}
+	progress.Reset()
+	_, err = fleet.ApplyViaJob(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir}, fleet.ViaJob{Client: cps[0].Clientset()})
+	if err == nil || !strings.Contains(err.Error(), `--namespace ""`) || strings.Contains(progress.String(), "no Job") {
+		t.Fatalf("--via-job over the forged canary: %v\n%s\nwant the wave's Job attempted (and failing on its empty --namespace), no shortcut", err, progress.String())
+	}
+	if err := os.RemoveAll(canaryDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(canaryDir, os.DirFS(old)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = fleet.Apply(ctx, o, f, fleet.ApplyRequest{Plan: p, PlanDir: dir})
+	if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "the plan's record "+p.Waves[0].Targets[0].LockDigest) || rep.Waves[0].Targets[0].State != fleet.StateFailed {
+		t.Fatalf("apply with the canary's release put back to the one its cluster runs: %v (class %v), want conflict naming the plan's lock\n%s", err, fail.ClassOf(err), progress.String())
 	}
 	for _, g := range later {
 		if n := writesIn(t, g.cluster, g.ns); n != before[g.name] {
