@@ -204,6 +204,29 @@ func TestRepoBadKustomization(t *testing.T) {
 	}
 }
 
+// A kustomization under a dot-directory of the checkout (.deploy/) that
+// includes the operation is found: only .git is not read. Before, every
+// directory whose name starts with "." was skipped, and the audit said
+// nothing references the operation.
+func TestRepoDotDirectoryReference(t *testing.T) {
+	fsys := inMemory(t, map[string]string{
+		"/repo/op/kustomization.yaml":             "resources: [cm.yaml]\n",
+		"/repo/op/cm.yaml":                        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: b}\n",
+		"/repo/.deploy/prod/kustomization.yaml":   "resources: [../../op]\n",
+		"/repo/.git/modules/x/kustomization.yaml": "resources: {not: a list}\n",
+	})
+	r, err := Audit(fsys, "/repo/op", Options{RepoRoot: "/repo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Findings {
+		if f.File == ".deploy/prod/kustomization.yaml" && f.Expected == "no reference to the opt-in operation" {
+			return
+		}
+	}
+	t.Fatalf("findings %+v: want .deploy/prod/kustomization.yaml's reference to the operation", r.Findings)
+}
+
 // inMemory writes files into an in-memory file system.
 func inMemory(t *testing.T, files map[string]string) filesys.FileSystem {
 	t.Helper()

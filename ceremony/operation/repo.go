@@ -42,8 +42,8 @@ type kustomization struct {
 // (resources[2], patches[0].path, …), value the path as written.
 type ref struct{ field, value string }
 
-// readRepo reads every kustomization under root (skipping directories whose
-// name starts with "."). dir must be inside root.
+// readRepo reads every kustomization under root (skipping only the
+// directories named .git). dir must be inside root.
 func readRepo(fsys filesys.FileSystem, root, dir string, rel *inventory.Release) (*repo, error) {
 	absRoot, file, err := fsys.CleanedAbs(root)
 	if err != nil || file != "" {
@@ -75,7 +75,11 @@ func readRepo(fsys filesys.FileSystem, root, dir string, rel *inventory.Release)
 			return err
 		}
 		if info.IsDir() {
-			if p != r.root && strings.HasPrefix(info.Name(), ".") {
+			// Only git's own store is skipped: a kustomization under any
+			// other dot-directory (.deploy/, .argocd/) can still reference
+			// the operation, and "nothing references it" is a claim about
+			// the whole checkout.
+			if p != r.root && info.Name() == ".git" {
 				return filepath.SkipDir
 			}
 			return nil
