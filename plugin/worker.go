@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -89,9 +91,17 @@ func (t *workerTarget) options(ns string) (worker.Options, *kubernetes.Clientset
 	if t.flags.Namespace != nil && *t.flags.Namespace != "" && *t.flags.Namespace != ns {
 		return worker.Options{}, nil, fail.Errorf(fail.Invalid, "-n %q: the delivery targets namespace %q", *t.flags.Namespace, ns)
 	}
-	cs, err := clientset(t.flags)
+	cfg, err := restConfig(t.flags)
 	if err != nil {
 		return worker.Options{}, nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return worker.Options{}, nil, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return worker.Options{}, nil, fail.Errorf(fail.Invalid, "kubeconfig: %w", err)
 	}
 	stageNS := t.stageNS
 	if err := worker.CheckStageNamespace(ns, stageNS); err != nil {
@@ -99,7 +109,8 @@ func (t *workerTarget) options(ns string) (worker.Options, *kubernetes.Clientset
 	}
 	return worker.Options{
 		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Deployments: cs.AppsV1().Deployments(ns),
-		ReplicaSets: cs.AppsV1().ReplicaSets(ns), Pods: cs.CoreV1().Pods(ns),
+		DeploymentObjects: dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(ns),
+		ReplicaSets:       cs.AppsV1().ReplicaSets(ns), Pods: cs.CoreV1().Pods(ns),
 		StageNamespace: stageNS, Stages: cs.CoreV1().Secrets(stageNS),
 		ClusterIdentity: func(ctx context.Context) (string, error) {
 			return deploy.ReadClusterIdentity(ctx, deploy.NewIdentityReader(cs))

@@ -63,7 +63,8 @@ func options(t *testing.T, cfg *rest.Config, ns, stageNS string) Options {
 	}
 	return Options{
 		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Deployments: cs.AppsV1().Deployments(ns), DeploymentName: depName,
-		ReplicaSets: cs.AppsV1().ReplicaSets(ns), Pods: cs.CoreV1().Pods(ns),
+		DeploymentObjects: workertest.Objects(t, cfg, ns),
+		ReplicaSets:       cs.AppsV1().ReplicaSets(ns), Pods: cs.CoreV1().Pods(ns),
 		StageNamespace: stageNS, Stages: cs.CoreV1().Secrets(stageNS),
 		ClusterIdentity: func(ctx context.Context) (string, error) {
 			n, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})

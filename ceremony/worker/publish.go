@@ -380,7 +380,7 @@ func (o *Options) roll(ctx context.Context, d *delivery.Delivery, dep *appsv1.De
 	dwhat := o.deploymentWhat(dep.Name)
 	for attempt := 1; ; attempt++ {
 		dw := cas.Write[*appsv1.Deployment]{
-			Client: o.Deployments, What: dwhat, Desired: Stamped(dep, want), FieldManager: FieldManager,
+			Client: keptFields{o.Deployments, o.DeploymentObjects}, What: dwhat, Desired: Stamped(dep, want), FieldManager: FieldManager,
 			Policy: cas.Resend, Say: o.Say, SettleTimeout: o.SettleTimeout,
 			Landed: func(cur *appsv1.Deployment) bool { return delivery.Carries(cur.Spec.Template.Annotations, want) },
 			Describe: func(cur *appsv1.Deployment, present bool) string {

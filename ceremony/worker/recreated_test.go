@@ -8,9 +8,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/workertest"
 	"github.com/qinglong/kubectl-ql3/internal/fail"
@@ -21,13 +22,13 @@ import (
 // just before the publish's first update reaches the API server, which
 // then answers 409.
 type recreateFirst struct {
-	cas.Client[*appsv1.Deployment]
+	dynamic.ResourceInterface
 	t    *testing.T
 	ns   string
 	done atomic.Bool
 }
 
-func (r *recreateFirst) Update(ctx context.Context, obj *appsv1.Deployment, opts metav1.UpdateOptions) (*appsv1.Deployment, error) {
+func (r *recreateFirst) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub ...string) (*unstructured.Unstructured, error) {
 	if r.done.CompareAndSwap(false, true) {
 		deps := cp.Clientset().AppsV1().Deployments(r.ns)
 		old, err := deps.Get(ctx, depName, metav1.GetOptions{})
@@ -42,7 +43,7 @@ func (r *recreateFirst) Update(ctx context.Context, obj *appsv1.Deployment, opts
 			r.t.Error(err)
 		}
 	}
-	return r.Client.Update(ctx, obj, opts)
+	return r.ResourceInterface.Update(ctx, obj, opts, sub...)
 }
 
 // A Deployment deleted and created again while publish writes it is not
@@ -58,7 +59,7 @@ func TestPublishRefusesADeploymentRecreatedMidWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := getDep(t, ns).UID
-	o.Deployments = &recreateFirst{Client: o.Deployments, t: t, ns: ns}
+	o.DeploymentObjects = &recreateFirst{ResourceInterface: o.DeploymentObjects, t: t, ns: ns}
 	_, err := Publish(context.Background(), o, d)
 	if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "was deleted and created again") {
 		t.Fatalf("publish over a recreated Deployment: %v (class %v), want conflict naming it", err, fail.ClassOf(err))

@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/access"
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
@@ -67,6 +68,12 @@ type Options struct {
 	// it from the delivery.
 	DeploymentName string
 	Deployments    cas.Client[*appsv1.Deployment]
+	// DeploymentObjects is Namespace's Deployments as unstructured
+	// objects: publish's update reads the Deployment through it and sends
+	// it back with only its PodTemplate's annotations replaced (keptFields),
+	// so the fields a newer API server knows and this build's types do
+	// not are kept, never dropped.
+	DeploymentObjects dynamic.ResourceInterface
 	// StageNamespace holds the stage Secrets; it must be set and differ
 	// from Namespace (CheckStageNamespace).
 	StageNamespace string

@@ -29,6 +29,7 @@ import (
 	"github.com/qinglong/kubectl-ql3/ceremony/cas"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
+	"github.com/qinglong/kubectl-ql3/ceremony/worker/workertest"
 	"github.com/qinglong/kubectl-ql3/internal/testcluster"
 	"github.com/qinglong/kubectl-ql3/inventory/canon"
 )
@@ -180,7 +181,8 @@ func options(t *testing.T, ns, stageNS string) worker.Options {
 	cs := cp.Clientset()
 	return worker.Options{
 		Namespace: ns, Secrets: cs.CoreV1().Secrets(ns), Deployments: cs.AppsV1().Deployments(ns), DeploymentName: depName,
-		ReplicaSets: cs.AppsV1().ReplicaSets(ns), Pods: cs.CoreV1().Pods(ns),
+		DeploymentObjects: workertest.Objects(t, cp.RESTConfig(), ns),
+		ReplicaSets:       cs.AppsV1().ReplicaSets(ns), Pods: cs.CoreV1().Pods(ns),
 		StageNamespace: stageNS, Stages: cs.CoreV1().Secrets(stageNS),
 		ClusterIdentity: func(ctx context.Context) (string, error) {
 			n, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})

@@ -15,7 +15,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/audit"
 	"github.com/qinglong/kubectl-ql3/ceremony/worker/delivery"
@@ -55,4 +57,15 @@ func Create(t testing.TB, cs kubernetes.Interface, ns string) {
 	if _, err := cs.CoreV1().Secrets(ns).Create(context.Background(), id, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Objects is ns's Deployments as unstructured objects, as cfg's user: the
+// client publish updates the Deployment through (worker.Options).
+func Objects(t testing.TB, cfg *rest.Config, ns string) dynamic.ResourceInterface {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(ns)
 }
