@@ -45,9 +45,14 @@ func TestKeptFieldsKeepsWhatTheTypesDoNotKnow(t *testing.T) {
 	}
 	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "DeploymentList"}, served.DeepCopy())
-	objects := dyn.Resource(gvr).Namespace("ns")
+	o := &Options{Namespace: "ns", DeploymentObjects: dyn.Resource(gvr).Namespace("ns")}
+	objects := o.DeploymentObjects
+	read, err := o.servedDeployment(context.Background(), "ql3-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
 	stamped := Stamped(&typed, delivery.Stamp{delivery.AnnotationCredentialID: "cred-a"})
-	if _, err := (keptFields{objects: objects}).Update(context.Background(), stamped, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	if _, err := (keptFields{o: o, served: read}).Update(context.Background(), stamped, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := objects.Get(context.Background(), "ql3-worker", metav1.GetOptions{})

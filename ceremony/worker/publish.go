@@ -137,6 +137,9 @@ func Stamped(dep *appsv1.Deployment, want delivery.Stamp) *appsv1.Deployment {
 // older ReplicaSet is left; a wait that times out is an unavailable error
 // (exit 4) saying what was and was not verified.
 func Publish(ctx context.Context, o Options, d *delivery.Delivery) (*Result, error) {
+	if o.DeploymentObjects == nil { // before any write: roll needs it after the Secret's
+		return nil, fail.Errorf(fail.Other, "worker publish: no unstructured Deployment client (Options.DeploymentObjects)")
+	}
 	dn := d.Target.Deployment
 	dep, tok, err := o.readTarget(ctx, d)
 	if err != nil {
@@ -379,8 +382,12 @@ const statusRetries = 5
 func (o *Options) roll(ctx context.Context, d *delivery.Delivery, dep *appsv1.Deployment, want delivery.Stamp) (cas.Result[*appsv1.Deployment], error) {
 	dwhat := o.deploymentWhat(dep.Name)
 	for attempt := 1; ; attempt++ {
+		served, err := o.servedDeployment(ctx, dep.Name)
+		if err != nil {
+			return cas.Result[*appsv1.Deployment]{}, err
+		}
 		dw := cas.Write[*appsv1.Deployment]{
-			Client: keptFields{o.Deployments, o.DeploymentObjects}, What: dwhat, Desired: Stamped(dep, want), FieldManager: FieldManager,
+			Client: keptFields{o.Deployments, o, served}, What: dwhat, Desired: Stamped(dep, want), FieldManager: FieldManager,
 			Policy: cas.Resend, Say: o.Say, SettleTimeout: o.SettleTimeout,
 			Landed: func(cur *appsv1.Deployment) bool { return delivery.Carries(cur.Spec.Template.Annotations, want) },
 			Describe: func(cur *appsv1.Deployment, present bool) string {

@@ -19,57 +19,79 @@ import (
 
 // recreateFirst is the Deployment client of a publish whose Deployment
 // someone deletes and creates again (same name, same shape, generation 1)
-// just before the publish's first update reaches the API server, which
-// then answers 409.
+// just before the publish's first update reaches the API server (or, with
+// atRead, just before publish reads it unstructured to send it back),
+// which then answers 409.
 type recreateFirst struct {
 	dynamic.ResourceInterface
-	t    *testing.T
-	ns   string
-	done atomic.Bool
+	t      *testing.T
+	ns     string
+	atRead bool
+	done   atomic.Bool
+}
+
+func (r *recreateFirst) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*unstructured.Unstructured, error) {
+	if r.atRead {
+		r.recreate(ctx)
+	}
+	return r.ResourceInterface.Get(ctx, name, opts, sub...)
 }
 
 func (r *recreateFirst) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub ...string) (*unstructured.Unstructured, error) {
-	if r.done.CompareAndSwap(false, true) {
-		deps := cp.Clientset().AppsV1().Deployments(r.ns)
-		old, err := deps.Get(ctx, depName, metav1.GetOptions{})
-		if err == nil {
-			err = deps.Delete(ctx, depName, metav1.DeleteOptions{})
-		}
-		if err == nil {
-			again := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: old.Name, Namespace: old.Namespace, Labels: old.Labels}, Spec: old.Spec}
-			_, err = deps.Create(ctx, again, metav1.CreateOptions{})
-		}
-		if err != nil {
-			r.t.Error(err)
-		}
+	if !r.atRead {
+		r.recreate(ctx)
 	}
 	return r.ResourceInterface.Update(ctx, obj, opts, sub...)
 }
 
+// recreate deletes the Deployment and creates it again, the first time.
+func (r *recreateFirst) recreate(ctx context.Context) {
+	if !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	deps := cp.Clientset().AppsV1().Deployments(r.ns)
+	old, err := deps.Get(ctx, depName, metav1.GetOptions{})
+	if err == nil {
+		err = deps.Delete(ctx, depName, metav1.DeleteOptions{})
+	}
+	if err == nil {
+		again := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: old.Name, Namespace: old.Namespace, Labels: old.Labels}, Spec: old.Spec}
+		_, err = deps.Create(ctx, again, metav1.CreateOptions{})
+	}
+	if err != nil {
+		r.t.Error(err)
+	}
+}
+
 // A Deployment deleted and created again while publish writes it is not
 // the one the stage recorded: the 409 that follows must not lead publish
-// to stamp the new object, which is also at generation 1 and well shaped.
-// Before, its retry compared only the generation and delivered to it.
+// to stamp the new object, which is also at generation 1 and well shaped
+// — whether it was recreated before the update or before publish read it
+// to send it back (the body is then the new object's, under the judged
+// read's resourceVersion). Before, its retry compared only the generation
+// and delivered to it.
 func TestPublishRefusesADeploymentRecreatedMidWrite(t *testing.T) {
-	ns, stageNS := cp.Namespace(t), cp.Namespace(t)
-	workertest.Create(t, cp.Clientset(), ns)
-	o := options(t, cp.RESTConfig(), ns, stageNS)
-	d := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
-	if _, err := Stage(context.Background(), o, d, token("A")); err != nil {
-		t.Fatal(err)
-	}
-	before := getDep(t, ns).UID
-	o.DeploymentObjects = &recreateFirst{ResourceInterface: o.DeploymentObjects, t: t, ns: ns}
-	_, err := Publish(context.Background(), o, d)
-	if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "was deleted and created again") {
-		t.Fatalf("publish over a recreated Deployment: %v (class %v), want conflict naming it", err, fail.ClassOf(err))
-	}
-	now := getDep(t, ns)
-	if now.UID == before {
-		t.Fatal("the Deployment was not recreated: the test did not run its case")
-	}
-	if id := now.Spec.Template.Annotations[delivery.AnnotationCredentialID]; id != "" {
-		t.Fatalf("the recreated Deployment was stamped with credential %q", id)
+	for _, atRead := range []bool{false, true} {
+		ns, stageNS := cp.Namespace(t), cp.Namespace(t)
+		workertest.Create(t, cp.Clientset(), ns)
+		o := options(t, cp.RESTConfig(), ns, stageNS)
+		d := newDelivery(t, ns, "d-a", "cred-a", nil, 1)
+		if _, err := Stage(context.Background(), o, d, token("A")); err != nil {
+			t.Fatal(err)
+		}
+		before := getDep(t, ns).UID
+		o.DeploymentObjects = &recreateFirst{ResourceInterface: o.DeploymentObjects, t: t, ns: ns, atRead: atRead}
+		_, err := Publish(context.Background(), o, d)
+		if !fail.Is(err, fail.Conflict) || !strings.Contains(err.Error(), "was deleted and created again") {
+			t.Fatalf("atRead %v: publish over a recreated Deployment: %v (class %v), want conflict naming it", atRead, err, fail.ClassOf(err))
+		}
+		now := getDep(t, ns)
+		if now.UID == before {
+			t.Fatalf("atRead %v: the Deployment was not recreated: the test did not run its case", atRead)
+		}
+		if id := now.Spec.Template.Annotations[delivery.AnnotationCredentialID]; id != "" {
+			t.Fatalf("atRead %v: the recreated Deployment was stamped with credential %q", atRead, id)
+		}
 	}
 }
 
