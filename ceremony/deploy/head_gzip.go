@@ -32,8 +32,8 @@ func headContainer(cm *corev1.ConfigMap, text []byte) {
 		return
 	}
 	var b bytes.Buffer
-	w, _ := gzip.NewWriterLevel(&b, gzip.BestCompression) // a valid level: never an error
-	_, _ = w.Write(text)                                  // a bytes.Buffer does not fail
+	w, _ := gzip.NewWriterLevel(&b, gzip.DefaultCompression) // a valid level: never an error
+	_, _ = w.Write(text)                                     // a bytes.Buffer does not fail
 	_ = w.Close()
 	cm.BinaryData = map[string][]byte{HeadKeyGzip: b.Bytes()}
 }

@@ -78,7 +78,7 @@ func TestHeadCompressedRules(t *testing.T) {
 		}, "gzip header"},
 		"a short head.json":  {func(c *corev1.ConfigMap) { c.BinaryData[HeadKeyGzip] = gz(t, []byte(small.Data[HeadKey]), nil) }, "is stored in data key"},
 		"not canonical":      {func(c *corev1.ConfigMap) { c.BinaryData[HeadKeyGzip] = gz(t, append([]byte(" "), text...), nil) }, "not canonical"},
-		"over the bound":     {func(c *corev1.ConfigMap) { c.BinaryData[HeadKeyGzip] = gz(t, bytes.Repeat([]byte(" "), 8<<20), nil) }, "more than the 921600-byte bound"},
+		"over the bound":     {func(c *corev1.ConfigMap) { c.BinaryData[HeadKeyGzip] = gz(t, bytes.Repeat([]byte(" "), 1<<20), nil) }, "more than the 921600-byte bound"},
 		"nothing at all":     {func(c *corev1.ConfigMap) { c.BinaryData = nil }, `data key "head.json" missing`},
 		"empty binaryData":   {func(c *corev1.ConfigMap) { c.BinaryData[HeadKeyGzip] = nil }, "not gzip"},
 		"label v1 for v2":    {func(c *corev1.ConfigMap) { c.Labels[LabelHeadSchema] = LabelHeadSchemaValue }, "labels must be exactly"},
