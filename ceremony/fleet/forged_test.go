@@ -41,10 +41,11 @@ import (
 //     plan's record locked, not whatever the release directory holds:
 //     with the canary's directory put back to the previous release
 //     (locked, and exactly what its cluster still runs) the plan's lock
-//     answers (conflict, naming it). Behind it, status's own comparison
-//     of the release's lock with the Head's refuses too (exit 2, naming
-//     --release), so that step holds the behaviour, and fails only if both
-//     checks go.
+//     answers (conflict, naming it; the assertion requires that answer).
+//     Behind it, status's own comparison of the release's lock with the
+//     Head's refuses too (exit 2, naming --release): without the first
+//     check the canary would still not pass, so this step is not an
+//     attacker test that failed on the code before.
 func TestFleetForgedHeadStopsTheWave(t *testing.T) {
 	b, f := twoWaves(t)
 	var progress bytes.Buffer
