@@ -114,3 +114,45 @@ func TestHeadV1CompressedIsTamper(t *testing.T) {
 		t.Fatalf("a compressed v1 head.json: %v", err)
 	}
 }
+
+// BenchmarkHeadContainer is what the container of docs/head.md §2.3 costs
+// a Head of 10,001 objects with hashed names: its ConfigMap written
+// (encode, and compress) and read (decompress, then every rule and
+// digest), against the same head.json held in data (as it was before the
+// container), in the same run.
+func BenchmarkHeadContainer(b *testing.B) {
+	h := upgradeHead(b, testkit.TenThousand(true))
+	compressed, err := h.ConfigMap("ns")
+	if err != nil {
+		b.Fatal(err)
+	}
+	text, _, err := StoredHeadJSON(compressed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := compressed.DeepCopy()
+	plain.BinaryData, plain.Data = nil, map[string]string{HeadKey: string(text)}
+	b.Run("write/compressed", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.ConfigMap("ns"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write/text", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := h.stored(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for name, cm := range map[string]*corev1.ConfigMap{"read/compressed": compressed, "read/in-data": plain} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ParseHeadConfigMap(cm); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
