@@ -178,12 +178,9 @@ func (h *Head) flatKeys() map[string]string {
 // head.json: exactly headLabels(h), and exactly h's flat keys with their
 // values (a Head whose flat keys say other than its head.json is tamper:
 // the Head policy judged the flat keys).
-func (h *Head) checkFlat(cm *corev1.ConfigMap, schema string, compressed bool) error {
+func (h *Head) checkFlat(cm *corev1.ConfigMap, schema string, compressed bool) error { // compressed: head.json is not in data
 	if want := headLabels(h, schema); !maps.Equal(cm.Labels, want) {
 		return fmt.Errorf("labels must be exactly %v, got %v", want, cm.Labels)
-	}
-	if compressed && schema != HeadSchemaV2 {
-		return fmt.Errorf("binaryData key %q holds a head.json of schema %s: only a v2 one is compressed", HeadKeyGzip, schema)
 	}
 	want := h.flatKeys()
 	if !compressed {

@@ -272,6 +272,9 @@ func ParseHeadConfigMap(cm *corev1.ConfigMap) (*Head, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
+	if compressed && schema != HeadSchemaV2 { // the container's rule 4 (docs/head.md §2.3)
+		return nil, tamper("%s: binaryData key %q holds a head.json of schema %s: only a v2 one is compressed", ref, HeadKeyGzip, schema)
+	}
 	if err := h.checkFlat(cm, schema, compressed); err != nil {
 		return nil, tamper("%s: %v", ref, err)
 	}
