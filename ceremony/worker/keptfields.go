@@ -52,11 +52,9 @@ func (k keptFields) Update(ctx context.Context, dep *appsv1.Deployment, opts met
 
 // servedDeployment reads Deployment name unstructured, for keptFields:
 // a read error is classified as every read's (cas.Classify), absent is a
-// conflict (deleted since publish read it).
+// conflict (deleted since publish read it). Publish checked that
+// o.DeploymentObjects is set before any write.
 func (o *Options) servedDeployment(ctx context.Context, name string) (*unstructured.Unstructured, error) {
-	if o.DeploymentObjects == nil {
-		return nil, fail.Errorf(fail.Other, "worker publish: no unstructured Deployment client (Options.DeploymentObjects)")
-	}
 	u, err := o.DeploymentObjects.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
